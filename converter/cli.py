@@ -1,0 +1,211 @@
+"""The `hlo-roundtrip` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Callable
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+
+def _add_pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--pipeline", default="default",
+                   help="'default' (portable module), 'none' (faithful import) or pass names, comma-separated")
+    p.add_argument("--keep-fusions", action="store_true",
+                   help="keep each fused computation as a private function called with func.call")
+    p.add_argument("--allow-custom-call", action="append", default=[], metavar="TARGET",
+                   help="keep custom-calls to TARGET as they are (repeatable)")
+    p.add_argument("--strict-portable", action="store_true",
+                   help="also reject custom-calls only jaxlib's CPU runtime runs (LAPACK, DUCC FFT)")
+    p.add_argument("--elided-constants", choices=["mark", "error", "zeros", "random"], default="mark",
+                   help="constants the dump elided as {...}: 'mark' imports zeros and makes `run` refuse "
+                        "unless told (default); 'error' fails; 'zeros'/'random' run with made-up values")
+    p.add_argument("--dump-dir", metavar="DIR", help="write the module after the import and after each pass")
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the module after each pass (stderr)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hlo-roundtrip",
+        description="Turn XLA HLO text dumps (TPU, GPU, CPU; optimized, fused, laid out) into portable "
+                    "StableHLO that recompiles and runs on CPU.")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("convert", help="HLO text → StableHLO (.mlir, bytecode or portable artifact)")
+    p.add_argument("dump", help="HLO text dump")
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("--emit", choices=["mlir", "bytecode", "portable"], default="mlir")
+    p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: jaxlib's minimum)")
+    p.add_argument("--no-debug-info", action="store_true", help="print without locations")
+    _add_pipeline_args(p)
+
+    p = sub.add_parser("run", help="convert (if HLO), compile with jaxlib for CPU, execute, report")
+    p.add_argument("input", help="HLO text dump, or .mlir / .mlirbc / portable artifact")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--outputs", metavar="OUT.npz", help="write outputs keyed out0..outM")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--compile-only", action="store_true", help="compile, report memory, do not execute")
+    p.add_argument("--global", dest="global_arrays", action="store_true",
+                   help="inputs are whole arrays: split them per device by each parameter's sharding, "
+                        "and assemble outputs by the root's sharding")
+    _add_pipeline_args(p)
+
+    p = sub.add_parser("inspect", help="summarize a dump: devices, parameters, opcodes, custom-calls, collectives")
+    p.add_argument("dump")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    sub.add_parser("passes", help="list the passes with a line each")
+
+    p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
+    p.add_argument("input")
+    p.add_argument("-o", "--output")
+
+    p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
+    p.add_argument("dump")
+    p.add_argument("--inputs")
+    p.add_argument("--against-xla", action="store_true")
+
+    p = sub.add_parser("memory", help="read an XLA buffer-assignment dump")
+    p.add_argument("buffer_assignment")
+    p.add_argument("--dump")
+    p.add_argument("--plot")
+    return parser
+
+
+def _pass_options(args):
+    from passes import PassOptions
+
+    return PassOptions(allow_custom_calls=set(args.allow_custom_call), strict_portable=args.strict_portable,
+                       path=getattr(args, "dump", None) or getattr(args, "input", ""))
+
+
+def _import_options(args):
+    from converter.importer.core import ImportOptions
+
+    return ImportOptions(keep_fusions=args.keep_fusions, elided_constants=args.elided_constants,
+                         seed=getattr(args, "seed", 0))
+
+
+def write_atomic(path: str, data: bytes | str) -> None:
+    """Write a file whole or not at all."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def cmd_convert(args) -> int:
+    from converter.api import convert_file
+    from converter.serialize import module_to_bytes
+
+    module = convert_file(args.dump, pipeline=args.pipeline, import_options=_import_options(args),
+                          pass_options=_pass_options(args), dump_dir=args.dump_dir,
+                          print_ir_after_all=sys.stderr if args.print_ir_after_all else None)
+    _warn_elided(module)
+    data = module_to_bytes(module, args.emit, debug_info=not args.no_debug_info, target_version=args.target_version)
+    if args.output:
+        write_atomic(args.output, data)
+    elif isinstance(data, bytes):
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(data)
+    return EXIT_OK
+
+
+def _warn_elided(module) -> None:
+    from converter.runtime import elided_constants
+
+    names = elided_constants(module)
+    if names:
+        print(f"warning: the dump elides the values of {len(names)} constant(s) ({', '.join(names[:5])}"
+              f"{', …' if len(names) > 5 else ''}); they were imported as zeros and `run` refuses to execute "
+              "the module unless given --elided-constants=zeros|random", file=sys.stderr)
+
+
+def cmd_inspect(args) -> int:
+    from converter.hlo.parser import parse_hlo_file
+    from converter.inspect import format_summary, summarize
+
+    summary = summarize(parse_hlo_file(args.dump))
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(format_summary(summary))
+    return EXIT_OK
+
+
+def cmd_passes(args) -> int:
+    import passes
+
+    default = set(passes.DEFAULT_PIPELINE)
+    width = max(len(n) for n in passes.PASSES)
+    for name, p in sorted(passes.PASSES.items()):
+        mark = "*" if name in default else " "
+        print(f"{mark} {name.ljust(width)}  {p.doc}")
+    print(f"\n* in the default pipeline: {','.join(n for n in passes.DEFAULT_PIPELINE if n in passes.PASSES)}")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from converter.runtime_cli import run_command
+
+    return run_command(args)
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args) -> int:
+        print(f"hlo-roundtrip {name}: not built yet", file=sys.stderr)
+        return EXIT_USAGE
+
+    return handler
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "convert": cmd_convert,
+    "run": cmd_run,
+    "inspect": cmd_inspect,
+    "passes": cmd_passes,
+    "export": _not_built("export"),
+    "check": _not_built("check"),
+    "memory": _not_built("memory"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    # jaxlib's C++ logging (device lists at INFO) is noise on a command line.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    from converter.errors import ConverterError
+
+    try:
+        return COMMANDS[args.command](args)
+    except ConverterError as e:
+        if args.debug:
+            raise
+        print(str(e), file=sys.stderr)
+        return EXIT_INPUT
+    except FileNotFoundError as e:
+        if args.debug:
+            raise
+        print(f"error: {e.filename}: no such file", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

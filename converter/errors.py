@@ -1,0 +1,6 @@
+"""The error types users see.  Every one of them is reported by the CLI as one message
+(no traceback unless --debug) with exit status 1."""
+
+
+class ConverterError(Exception):
+    """Base class for errors about the user's input (bad or unsupported dump, inputs)."""

@@ -1,0 +1,277 @@
+"""Typed values of HLO instruction and module attributes.
+
+`INSTRUCTION_ATTRS` maps each attribute name XLA prints to the kind of value it holds;
+the parser reads and the printer writes each kind (one function per kind in each).
+Attributes not in the table are kept verbatim as `Raw` and reported once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from converter.hlo.ir import Shape
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An attribute value kept as the exact text of the dump."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceDim:
+    start: int
+    limit: int
+    stride: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PaddingDim:
+    """One dimension of `pad`'s `padding=low_high[_interior]` (low/high may be negative)."""
+
+    low: int
+    high: int
+    interior: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowDim:
+    size: int = 1
+    stride: int = 1
+    pad_low: int = 0
+    pad_high: int = 0
+    lhs_dilation: int = 1
+    rhs_dilation: int = 1
+    reversal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    dims: tuple[WindowDim, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConvDimLabels:
+    """`dim_labels=b01f_01io->b01f`: which dimension is batch, feature, spatial."""
+
+    input_batch: int
+    input_feature: int
+    input_spatial: tuple[int, ...]
+    kernel_input_feature: int
+    kernel_output_feature: int
+    kernel_spatial: tuple[int, ...]
+    output_batch: int
+    output_feature: int
+    output_spatial: tuple[int, ...]
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class IotaDeviceList:
+    """`[G,S]<=[d0,d1,...]T(perm)`: iota(prod d) reshaped to d, transposed, reshaped."""
+
+    shape: tuple[int, ...]
+    reshape_dims: tuple[int, ...]
+    transpose: tuple[int, ...] = ()
+
+    def device_ids(self) -> list[int]:
+        import numpy as np
+
+        n = 1
+        for d in self.reshape_dims:
+            n *= d
+        ids = np.arange(n).reshape(self.reshape_dims)
+        if self.transpose:
+            ids = ids.transpose(self.transpose)
+        return [int(x) for x in ids.reshape(-1)]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaGroups:
+    """Replica groups expanded to explicit device lists, whatever syntax the dump used.
+
+    `groups == ()` is XLA's `{}`: one group of all participants.  `iota` is set when the
+    dump used the iota form, `mesh_text` when it used the mesh-axes form.
+    """
+
+    groups: tuple[tuple[int, ...], ...]
+    iota: IotaDeviceList | None = None
+    mesh_text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Sharding:
+    """An `HloSharding`.
+
+    kind: replicated | manual | unknown | maximal | tiled | tuple.
+    For tiled: `tile_dims` is the tile-assignment shape (including any trailing
+    replication / subgroup dims) and `devices` the device ids in tile order.
+    """
+
+    kind: str
+    tile_dims: tuple[int, ...] = ()
+    devices: tuple[int, ...] = ()
+    iota: IotaDeviceList | None = None
+    last_tile_dim_replicate: bool = False
+    # Types of trailing subgroup dims (`last_tile_dims={manual, replicated}`).
+    last_tile_dims: tuple[str, ...] = ()
+    device: int = -1  # maximal
+    elements: tuple["Sharding", ...] = ()  # tuple
+    # Anything else printed inside the braces (metadata, shard_as, ...), verbatim.
+    extra: str = ""
+
+    @property
+    def num_subgroup_dims(self) -> int:
+        return len(self.last_tile_dims) + (1 if self.last_tile_dim_replicate else 0)
+
+    @property
+    def data_tile_dims(self) -> tuple[int, ...]:
+        """Tile counts of the data dimensions only (subgroup dims dropped)."""
+        n = self.num_subgroup_dims
+        return self.tile_dims[: len(self.tile_dims) - n] if n else self.tile_dims
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOperandAlias:
+    output_index: tuple[int, ...]
+    operand: int
+    operand_index: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class InputOutputAlias:
+    output_index: tuple[int, ...]
+    parameter: int
+    parameter_index: tuple[int, ...]
+    kind: str = ""  # "may-alias" / "must-alias" / ""
+
+
+@dataclass(frozen=True, slots=True)
+class BufferDonor:
+    parameter: int
+    parameter_index: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramShape:
+    parameters: tuple[Shape, ...]
+    result: Shape
+
+
+@dataclass(slots=True)
+class BackendConfig:
+    """`backend_config=`: JSON (`{...}` or an escaped string) or an MLIR dictionary.
+
+    `value` is the parsed dict (or the plain string when it is neither); `raw` is the
+    exact text of the dump; `form` is "json", "string" or "mlir".
+    """
+
+    value: Any
+    raw: str
+    form: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.value if isinstance(self.value, dict) else {}
+
+    def text(self) -> str:
+        """The config as XLA stores it on the instruction (the string, unquoted)."""
+        if self.form == "string":
+            from converter.hlo.parser import c_unescape
+
+            return c_unescape(self.raw[1:-1])
+        return self.raw
+
+
+@dataclass(frozen=True, slots=True)
+class MlirAttr:
+    """An MLIR attribute value inside an MLIR dictionary we do not model (`dense<...>`)."""
+
+    text: str
+
+
+# Kinds of values the parser knows how to read and the printer how to write.
+INT, FLOAT, BOOL, IDENT, STRING = "int", "float", "bool", "ident", "string"
+INTS, IDENTS, NAMES, COMP, COMPS = "ints", "idents", "names", "comp", "comps"
+SLICE, WINDOW, DIM_LABELS, GROUPS, PAIRS = "slice", "window", "dim_labels", "groups", "pairs"
+PADDING = "padding"
+SHARDING, FRONTEND, BACKEND, SHAPES, OUT_ALIAS, SHAPE = (
+    "sharding", "frontend", "backend", "shapes", "out_alias", "shape",
+)
+
+INSTRUCTION_ATTRS: dict[str, str] = {
+    # integers
+    "index": INT, "channel_id": INT, "feature_group_count": INT, "batch_group_count": INT,
+    "index_vector_dim": INT, "exponent_bits": INT, "mantissa_bits": INT,
+    "feature_index": INT, "k": INT, "split_dimension": INT, "tuple_index": INT,
+    "cross_program_prefetch_index": INT, "iota_dimension": INT, "async_group_id": INT, "recursion_depth": INT,
+    # floats
+    "epsilon": FLOAT,
+    # booleans
+    "use_global_device_ids": BOOL, "constrain_layout": BOOL, "indices_are_sorted": BOOL,
+    "unique_indices": BOOL, "is_stable": BOOL, "largest": BOOL,
+    "custom_call_has_side_effect": BOOL, "left_side": BOOL, "lower": BOOL,
+    "unit_diagonal": BOOL, "is_host_transfer": BOOL, "is_cross_program_prefetch": BOOL,
+    # integer lists
+    "dimensions": INTS, "lhs_batch_dims": INTS, "rhs_batch_dims": INTS,
+    "lhs_contracting_dims": INTS, "rhs_contracting_dims": INTS, "offset_dims": INTS,
+    "collapsed_slice_dims": INTS, "start_index_map": INTS, "slice_sizes": INTS,
+    "operand_batching_dims": INTS, "start_indices_batching_dims": INTS,
+    "update_window_dims": INTS, "inserted_window_dims": INTS,
+    "scatter_dims_to_operand_dims": INTS, "input_batching_dims": INTS,
+    "scatter_indices_batching_dims": INTS, "fft_length": INTS, "dynamic_slice_sizes": INTS,
+    "lhs_ragged_dims": INTS, "rhs_group_dims": INTS,
+    # bare identifiers (enums)
+    "kind": IDENT, "direction": IDENT, "comparison_direction": IDENT, "type": IDENT, "distribution": IDENT,
+    "algorithm": IDENT, "fft_type": IDENT, "padding_type": IDENT, "api_version": IDENT,
+    "transpose_a": IDENT, "custom_call_schedule": IDENT,
+    # quoted strings
+    "custom_call_target": STRING, "infeed_config": STRING, "outfeed_config": STRING,
+    "async_execution_thread": STRING, "op_name": STRING,
+    # identifier lists
+    "operand_precision": IDENTS,
+    # instruction names
+    "control-predecessors": NAMES,
+    # called computations
+    "to_apply": COMP, "condition": COMP, "body": COMP, "true_computation": COMP,
+    "false_computation": COMP, "select": COMP, "scatter": COMP,
+    "calls": COMPS, "branch_computations": COMPS, "called_computations": COMPS,
+    # structured
+    "slice": SLICE, "padding": PADDING, "window": WINDOW, "dim_labels": DIM_LABELS,
+    "replica_groups": GROUPS, "source_target_pairs": PAIRS, "sharding": SHARDING,
+    "frontend_attributes": FRONTEND, "backend_config": BACKEND,
+    "operand_layout_constraints": SHAPES, "output_to_operand_aliasing": OUT_ALIAS,
+    "outfeed_shape": SHAPE,
+}
+
+# Module header attributes (`HloModule name, ...`).
+MODULE_ATTRS: dict[str, str] = {
+    "is_scheduled": BOOL,
+    "entry_computation_layout": "program_shape",
+    "input_output_alias": "io_alias",
+    "buffer_donor": "buffer_donor",
+    "alias_passthrough_params": BOOL,
+    "num_partitions": INT,
+    "replica_count": INT,
+    "allow_spmd_sharding_propagation_to_parameters": "bools",
+    "allow_spmd_sharding_propagation_to_output": "bools",
+    "frontend_attributes": FRONTEND,
+    "spmd_output_sharding": SHARDING,
+    "spmd_parameters_shardings": "shardings",
+    "use_auto_spmd_partitioning": BOOL,
+    "launch_bound": INT,
+}
+
+
+@dataclass(slots=True)
+class ParseWarnings:
+    """Warnings raised while parsing (unknown attributes, each reported once)."""
+
+    messages: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+    def once(self, key: str, message: str) -> None:
+        if key not in self.seen:
+            self.seen.add(key)
+            self.messages.append(message)

@@ -1,0 +1,282 @@
+"""HLO IR → HLO text that XLA's parser accepts (`Module.to_text()`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from converter.hlo import attrs as A
+from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, UNBOUNDED
+
+
+def c_escape(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\{ord(ch):03o}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def layout_to_text(layout: Layout) -> str:
+    parts = [",".join(str(d) for d in layout.minor_to_major)]
+    fields = []
+    if layout.tiles:
+        fields.append("T" + "".join("(" + ",".join("*" if d == -1 else str(d) for d in t.dims) + ")" for t in layout.tiles))
+    if layout.element_size_bits:
+        fields.append(f"E({layout.element_size_bits})")
+    fields.extend(layout.extra)
+    if layout.memory_space:
+        fields.append(f"S({layout.memory_space})")
+    if fields:
+        parts.append(":" + "".join(fields))
+    return "{" + "".join(parts) + "}"
+
+
+def shape_to_text(shape: Shape, with_layout: bool = True) -> str:
+    if shape.is_tuple:
+        return "(" + ", ".join(shape_to_text(s, with_layout) for s in shape.tuple_shapes) + ")"
+    dims = ",".join(
+        "?" if d == UNBOUNDED else ("<=" if dyn else "") + str(d)
+        for d, dyn in zip(shape.dims, shape.dynamic or (False,) * len(shape.dims))
+    )
+    text = f"{shape.element_type}[{dims}]"
+    if with_layout and shape.layout is not None:
+        text += layout_to_text(shape.layout)
+    return text
+
+
+# ----------------------------------------------------------------------- literals
+def _scalar_text(v: Any, etype: str) -> str:
+    if etype == "pred":
+        return "true" if bool(v) else "false"
+    if etype in ("c64", "c128"):
+        return f"({_scalar_text(v.real, 'f64')}, {_scalar_text(v.imag, 'f64')})"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return str(int(v))
+    f = float(v)
+    if math.isnan(f):
+        return "nan"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == int(f) and abs(f) < 1e16:
+        return str(int(f))
+    return repr(f)
+
+
+def literal_to_text(value: Any, shape: Shape, elided: bool = False) -> str:
+    if elided:
+        return "{...}"
+    if shape.is_tuple:
+        return "( " + ", ".join(literal_to_text(v, s) for v, s in zip(value, shape.tuple_shapes)) + " )"
+    if shape.is_token or value is None:
+        return ""
+    arr = np.asarray(value)
+    etype = shape.element_type
+    if arr.dtype.kind not in "biufc":  # ml_dtypes (bf16, fp8, int4, ...): print via float64/int64
+        arr = arr.astype(np.int64 if etype.startswith(("s", "u")) else np.float64)
+    if shape.rank == 0:
+        return _scalar_text(arr.reshape(()).item() if arr.dtype.kind != "c" else arr.reshape(())[()], etype)
+
+    def nested(a: np.ndarray) -> str:
+        if a.ndim == 1:
+            return "{" + ", ".join(_scalar_text(x, etype) for x in a) + "}"
+        return "{ " + ", ".join(nested(x) for x in a) + " }"
+
+    return nested(arr.reshape(shape.dims))
+
+
+# --------------------------------------------------------------------- attributes
+def _groups_text(groups: A.ReplicaGroups) -> str:
+    if groups.iota is not None:
+        return _iota_text(groups.iota)
+    return "{" + ",".join("{" + ",".join(str(d) for d in g) + "}" for g in groups.groups) + "}"
+
+
+def _iota_text(iota: A.IotaDeviceList) -> str:
+    text = "[" + ",".join(map(str, iota.shape)) + "]<=[" + ",".join(map(str, iota.reshape_dims)) + "]"
+    if iota.transpose:
+        text += "T(" + ",".join(map(str, iota.transpose)) + ")"
+    return text
+
+
+def sharding_to_text(sh: A.Sharding) -> str:
+    extra = (" " + sh.extra) if sh.extra else ""
+    if sh.kind == "tuple":
+        return "{" + ", ".join(sharding_to_text(e) for e in sh.elements) + "}"
+    if sh.kind in ("replicated", "manual", "unknown"):
+        return "{" + sh.kind + extra + "}"
+    if sh.kind == "maximal":
+        return "{maximal device=" + str(sh.device) + extra + "}"
+    text = "{devices=[" + ",".join(map(str, sh.tile_dims)) + "]"
+    if sh.iota is not None:
+        text += "<=[" + ",".join(map(str, sh.iota.reshape_dims)) + "]"
+        if sh.iota.transpose:
+            text += "T(" + ",".join(map(str, sh.iota.transpose)) + ")"
+    else:
+        text += ",".join(map(str, sh.devices))
+    if sh.last_tile_dim_replicate:
+        text += " last_tile_dim_replicate"
+    if sh.last_tile_dims:
+        text += " last_tile_dims={" + ", ".join(sh.last_tile_dims) + "}"
+    return text + extra + "}"
+
+
+def _window_text(w: A.Window) -> str:
+    if not w.dims:
+        return "{}"
+    parts = ["size=" + "x".join(str(d.size) for d in w.dims)]
+    if any(d.stride != 1 for d in w.dims):
+        parts.append("stride=" + "x".join(str(d.stride) for d in w.dims))
+    if any(d.pad_low or d.pad_high for d in w.dims):
+        parts.append("pad=" + "x".join(f"{d.pad_low}_{d.pad_high}" for d in w.dims))
+    if any(d.lhs_dilation != 1 for d in w.dims):
+        parts.append("lhs_dilate=" + "x".join(str(d.lhs_dilation) for d in w.dims))
+    if any(d.rhs_dilation != 1 for d in w.dims):
+        parts.append("rhs_dilate=" + "x".join(str(d.rhs_dilation) for d in w.dims))
+    if any(d.reversal for d in w.dims):
+        parts.append("rhs_reversal=" + "x".join(str(int(d.reversal)) for d in w.dims))
+    return "{" + " ".join(parts) + "}"
+
+
+def _index_text(index: tuple[int, ...]) -> str:
+    return "{" + ",".join(map(str, index)) + "}"
+
+
+def _frontend_text(fa: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{c_escape(v)}"' for k, v in fa.items()) + "}"
+
+
+ATTR_PRINTERS: dict[str, Callable[[Any], str]] = {
+    A.INT: str,
+    A.FLOAT: repr,
+    A.BOOL: lambda v: "true" if v else "false",
+    A.IDENT: str,
+    A.STRING: lambda v: '"' + c_escape(v) + '"',
+    A.INTS: lambda v: "{" + ",".join(map(str, v)) + "}",
+    A.IDENTS: lambda v: "{" + ",".join(v) + "}",
+    A.NAMES: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
+    A.COMP: lambda v: "%" + v,
+    A.COMPS: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
+    A.SLICE: lambda v: "{" + ", ".join(
+        f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]") for d in v) + "}",
+    A.PADDING: lambda v: "x".join(
+        f"{d.low}_{d.high}" + (f"_{d.interior}" if d.interior else "") for d in v),
+    A.WINDOW: _window_text,
+    A.DIM_LABELS: lambda v: v.text,
+    A.GROUPS: _groups_text,
+    A.PAIRS: lambda v: "{" + ",".join("{" + f"{a},{b}" + "}" for a, b in v) + "}",
+    A.SHARDING: sharding_to_text,
+    A.FRONTEND: _frontend_text,
+    A.BACKEND: lambda v: v.raw,
+    A.SHAPES: lambda v: "{" + ", ".join(shape_to_text(s) for s in v) + "}",
+    A.OUT_ALIAS: lambda v: "{" + ", ".join(
+        f"{_index_text(a.output_index)}: ({a.operand}, {_index_text(a.operand_index)})" for a in v) + "}",
+    A.SHAPE: shape_to_text,
+    "bools": lambda v: "{" + ",".join("true" if b else "false" for b in v) + "}",
+    "shardings": lambda v: "{" + ", ".join(sharding_to_text(s) for s in v) + "}",
+    "io_alias": lambda v: "{ " + ", ".join(
+        f"{_index_text(a.output_index)}: ({a.parameter}, {_index_text(a.parameter_index)}"
+        + (f", {a.kind})" if a.kind else ")") for a in v) + " }",
+    "buffer_donor": lambda v: "{ " + ", ".join(f"({d.parameter}, {_index_text(d.parameter_index)})" for d in v) + " }",
+    "program_shape": lambda v: "{(" + ", ".join(shape_to_text(s) for s in v.parameters) + ")->"
+    + shape_to_text(v.result) + "}",
+}
+
+
+def attr_to_text(key: str, value: Any, table: dict[str, str]) -> str:
+    if isinstance(value, A.Raw):
+        return f"{key}={value.text}"
+    kind = table[key]
+    if kind == A.COMPS and key == "calls" and len(value) == 1:
+        return f"calls=%{value[0]}"
+    return f"{key}={ATTR_PRINTERS[kind](value)}"
+
+
+def metadata_to_text(md: Metadata) -> str:
+    parts = []
+    if md.op_type:
+        parts.append(f'op_type="{c_escape(md.op_type)}"')
+    if md.op_name:
+        parts.append(f'op_name="{c_escape(md.op_name)}"')
+    if md.source_file:
+        parts.append(f'source_file="{c_escape(md.source_file)}"')
+    if md.source_line:
+        parts.append(f"source_line={md.source_line}")
+    for k, v in md.extra.items():
+        parts.append(f'{k}="{c_escape(v)}"' if isinstance(v, str) else f"{k}={v.text if isinstance(v, A.Raw) else v}")
+    if md.stack_frame_id:
+        parts.append(f"stack_frame_id={md.stack_frame_id}")
+    return "{" + " ".join(parts) + "}"
+
+
+# ------------------------------------------------------------------------- module
+def instruction_to_text(instr: Instruction) -> str:
+    head = ("ROOT " if instr.is_root else "") + f"%{instr.name} = {shape_to_text(instr.shape)} {instr.opcode}("
+    if instr.opcode == "constant":
+        body = literal_to_text(instr.literal, instr.shape, instr.literal_elided)
+    elif instr.opcode == "parameter":
+        body = str(instr.parameter_number)
+    else:
+        shapes = instr.operand_shapes or [None] * len(instr.operands)
+        body = ", ".join((shape_to_text(s) + " " if s is not None else "") + "%" + n
+                         for n, s in zip(instr.operands, shapes))
+    parts = [head + body + ")"]
+    for key, value in instr.attrs.items():
+        parts.append(attr_to_text(key, value, A.INSTRUCTION_ATTRS))
+    if instr.metadata is not None:
+        parts.append("metadata=" + metadata_to_text(instr.metadata))
+    return ", ".join(parts)
+
+
+def computation_to_text(comp: Computation) -> str:
+    head = ("ENTRY " if comp.is_entry else "") + "%" + comp.name
+    if comp.signature is not None:
+        params, result = comp.signature
+        head += " (" + ", ".join(f"{n}: {shape_to_text(s, False)}" for n, s in params) + ") -> " + shape_to_text(result, False)
+    lines = [head + " {"]
+    lines.extend("  " + instruction_to_text(i) for i in comp.instructions)
+    closer = "}"
+    if comp.execution_thread:
+        closer += f', execution_thread="{comp.execution_thread}"'
+    lines.append(closer)
+    return "\n".join(lines)
+
+
+def stack_frames_to_text(sf: StackFrames) -> str:
+    out = []
+    if sf.file_names:
+        out.append("FileNames\n" + "\n".join(f'{k} "{c_escape(v)}"' for k, v in sf.file_names.items()))
+    if sf.function_names:
+        out.append("FunctionNames\n" + "\n".join(f'{k} "{c_escape(v)}"' for k, v in sf.function_names.items()))
+    if sf.file_locations:
+        out.append("FileLocations\n" + "\n".join(
+            f"{k} {{" + " ".join(f"{a}={b}" for a, b in v.items()) + "}" for k, v in sf.file_locations.items()))
+    if sf.frames:
+        out.append("StackFrames\n" + "\n".join(
+            f"{k} {{" + " ".join(f"{a}={b}" for a, b in v.items()) + "}" for k, v in sf.frames.items()))
+    return "\n\n".join(out)
+
+
+def module_to_text(module: Module) -> str:
+    header = "HloModule " + module.name
+    for key, value in module.attrs.items():
+        header += ", " + attr_to_text(key, value, A.MODULE_ATTRS)
+    parts = [header]
+    if not module.stack_frames.is_empty():
+        parts.append(stack_frames_to_text(module.stack_frames))
+    parts.extend(computation_to_text(c) for c in module.computations)
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,5 @@
+"""HLO IR → StableHLO."""
+
+from converter.importer.core import HloImportError, ImportOptions, import_hlo
+
+__all__ = ["HloImportError", "ImportOptions", "import_hlo"]

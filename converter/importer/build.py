@@ -1,0 +1,190 @@
+"""Small builders shared by the import rules (and by passes that build StableHLO).
+
+All ops are created with explicit result types through `ir.Operation.create`: no type
+inference runs, which keeps import fast and the types exactly those of the dump.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+
+def op(name: str, results: Sequence[ir.Type], operands: Sequence[ir.Value],
+       attributes: dict[str, ir.Attribute] | None = None, regions: int = 0) -> ir.Operation:
+    return ir.Operation.create(name, results=list(results), operands=list(operands),
+                               attributes=attributes, regions=regions)
+
+
+def op1(name: str, result: ir.Type, operands: Sequence[ir.Value],
+        attributes: dict[str, ir.Attribute] | None = None) -> ir.Value:
+    return ir.Operation.create(name, results=[result], operands=list(operands), attributes=attributes).result
+
+
+def i64_array(values: Iterable[int]) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get([int(v) for v in values])
+
+
+def bool_array(values: Iterable[bool]) -> ir.Attribute:
+    return ir.DenseBoolArrayAttr.get([bool(v) for v in values])
+
+
+def i64_attr(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+
+
+def i32_attr(value: int) -> ir.Attribute:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(32), int(value))
+
+
+def i64_elements(values: np.ndarray | Sequence[Sequence[int]], shape: Sequence[int] | None = None) -> ir.Attribute:
+    arr = np.asarray(values, dtype=np.int64)
+    if shape is not None:
+        arr = arr.reshape(shape)
+    t = ir.RankedTensorType.get(list(arr.shape), ir.IntegerType.get_signless(64))
+    if arr.size == 0:
+        return ir.DenseElementsAttr.get(np.zeros(arr.shape, np.int64), type=t.element_type, shape=list(arr.shape))
+    return ir.DenseIntElementsAttr.get(arr, type=t)
+
+
+def tensor_type_like(value: ir.Value, shape: Sequence[int] | None = None, element: ir.Type | None = None) -> ir.Type:
+    t = ir.RankedTensorType(value.type)
+    return ir.RankedTensorType.get(list(t.shape) if shape is None else list(shape),
+                                   t.element_type if element is None else element)
+
+
+def shape_of(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)
+
+
+def element_type_of(value: ir.Value) -> ir.Type:
+    return ir.RankedTensorType(value.type).element_type
+
+
+def reshape(x: ir.Value, dims: Sequence[int]) -> ir.Value:
+    if shape_of(x) == list(dims):
+        return x
+    return op1("stablehlo.reshape", tensor_type_like(x, dims), [x])
+
+
+def transpose(x: ir.Value, perm: Sequence[int]) -> ir.Value:
+    """Transpose, written as a reshape when it only moves dimensions of size 1."""
+    perm = list(perm)
+    if perm == list(range(len(perm))):
+        return x
+    dims = shape_of(x)
+    new_dims = [dims[p] for p in perm]
+    if [p for p in perm if dims[p] != 1] == sorted(p for p in perm if dims[p] != 1):
+        return reshape(x, new_dims)
+    return op1("stablehlo.transpose", tensor_type_like(x, new_dims), [x], {"permutation": i64_array(perm)})
+
+
+def broadcast_in_dim(x: ir.Value, dims: Sequence[int], broadcast_dimensions: Sequence[int]) -> ir.Value:
+    return op1("stablehlo.broadcast_in_dim", tensor_type_like(x, dims), [x],
+               {"broadcast_dimensions": i64_array(broadcast_dimensions)})
+
+
+def convert(x: ir.Value, element: ir.Type) -> ir.Value:
+    if element_type_of(x) == element:
+        return x
+    return op1("stablehlo.convert", tensor_type_like(x, element=element), [x])
+
+
+def slice_(x: ir.Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> ir.Value:
+    strides = list(strides) if strides is not None else [1] * len(start)
+    dims = [(hi - lo + s - 1) // s for lo, hi, s in zip(start, limit, strides)]
+    return op1("stablehlo.slice", tensor_type_like(x, dims), [x], {
+        "start_indices": i64_array(start), "limit_indices": i64_array(limit), "strides": i64_array(strides)})
+
+
+def concatenate(values: Sequence[ir.Value], dimension: int) -> ir.Value:
+    if len(values) == 1:
+        return values[0]
+    dims = shape_of(values[0])
+    dims[dimension] = sum(shape_of(v)[dimension] for v in values)
+    return op1("stablehlo.concatenate", tensor_type_like(values[0], dims), values, {"dimension": i64_attr(dimension)})
+
+
+def binary(name: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    return op1(f"stablehlo.{name}", a.type, [a, b])
+
+
+def unary(name: str, a: ir.Value) -> ir.Value:
+    return op1(f"stablehlo.{name}", a.type, [a])
+
+
+def compare(a: ir.Value, b: ir.Value, direction: str, compare_type: str | None = None) -> ir.Value:
+    attrs = {"comparison_direction": stablehlo.ComparisonDirectionAttr.get(direction)}
+    if compare_type:
+        attrs["compare_type"] = stablehlo.ComparisonTypeAttr.get(compare_type)
+    return op1("stablehlo.compare", tensor_type_like(a, element=ir.IntegerType.get_signless(1)), [a, b], attrs)
+
+
+def select(pred: ir.Value, on_true: ir.Value, on_false: ir.Value) -> ir.Value:
+    return op1("stablehlo.select", on_true.type, [pred, on_true, on_false])
+
+
+def scalar_constant(value: float | int | bool, element: ir.Type, shape: Sequence[int] = ()) -> ir.Value:
+    """A splat constant of any element type."""
+    t = ir.RankedTensorType.get(list(shape), element)
+    if isinstance(element, ir.IntegerType):
+        width = ir.IntegerType(element).width
+        v = int(value)
+        if ir.IntegerType(element).is_unsigned or width == 1:
+            v &= (1 << width) - 1
+        attr = ir.IntegerAttr.get(element, v)
+    elif isinstance(element, ir.ComplexType):
+        inner = ir.ComplexType(element).element_type
+        dtype = np.complex64 if isinstance(inner, ir.F32Type) else np.complex128
+        return op1("stablehlo.constant", t, [], {
+            "value": ir.DenseElementsAttr.get(np.full(list(shape) or [], value, dtype=dtype), type=element)})
+    else:
+        attr = ir.FloatAttr.get(element, float(value))
+    return op1("stablehlo.constant", t, [], {"value": ir.DenseElementsAttr.get_splat(t, attr)})
+
+
+def zeros_like_type(t: ir.Type) -> ir.Value:
+    """A zero of a tensor type (or a fresh token for the token type)."""
+    if isinstance(t, stablehlo.TokenType):
+        return op1("stablehlo.after_all", t, [])
+    rt = ir.RankedTensorType(t)
+    return scalar_constant(0, rt.element_type, rt.shape)
+
+
+def iota(element: ir.Type, shape: Sequence[int], dimension: int) -> ir.Value:
+    return op1("stablehlo.iota", ir.RankedTensorType.get(list(shape), element), [], {"iota_dimension": i64_attr(dimension)})
+
+
+def replica_groups_attr(groups: Sequence[Sequence[int]]) -> ir.Attribute:
+    """Replica groups as StableHLO writes them: a 2-D i64 tensor, short groups padded
+    with -1; no groups (XLA's `{}`: everyone in one group) is a 0x0 tensor."""
+    if not groups:
+        t = ir.RankedTensorType.get([0, 0], ir.IntegerType.get_signless(64))
+        return ir.DenseElementsAttr.get(np.zeros((0, 0), np.int64), type=t.element_type, shape=[0, 0])
+    width = max(len(g) for g in groups)
+    arr = np.full((len(groups), width), -1, dtype=np.int64)
+    for i, g in enumerate(groups):
+        arr[i, : len(g)] = g
+    return i64_elements(arr)
+
+
+def channel_handle(handle: int, kind: int = 1) -> ir.Attribute:
+    """`#stablehlo.channel_handle`; kind 1 is DEVICE_TO_DEVICE, 2/3 host transfers."""
+    return stablehlo.ChannelHandle.get(int(handle), int(kind))
+
+
+def reduce(x: ir.Value, dimensions: Sequence[int], body: str = "add", init: float | int = 0) -> ir.Value:
+    """Reduce `x` over `dimensions` with a binary StableHLO op (add, maximum, ...)."""
+    et = element_type_of(x)
+    dims = shape_of(x)
+    out_dims = [d for i, d in enumerate(dims) if i not in set(dimensions)]
+    scalar = ir.RankedTensorType.get([], et)
+    reduce_op = op("stablehlo.reduce", [ir.RankedTensorType.get(out_dims, et)],
+                   [x, scalar_constant(init, et)], {"dimensions": i64_array(sorted(dimensions))}, regions=1)
+    block = reduce_op.regions[0].blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        stablehlo.ReturnOp([binary(body, block.arguments[0], block.arguments[1])])
+    return reduce_op.result

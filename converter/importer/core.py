@@ -1,0 +1,393 @@
+"""HLO IR → StableHLO `ir.Module`.
+
+One `ModuleImporter` per module (context, type cache, functions, locations) and one
+`ComputationImporter` per imported body (a map from HLO instruction to the MLIR values of
+its flattened leaves).  Each opcode's rule lives in `converter.importer.rules` and is
+found through the table in `converter.importer.registry`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import func, stablehlo
+
+from converter import dtypes
+from converter.errors import ConverterError
+from converter.hlo import attrs as A
+from converter.hlo.ir import Computation, Instruction, Module, Shape
+from converter.hlo.printer import shape_to_text, sharding_to_text
+from converter.importer.registry import RULES, ImportRule
+from converter.mlir_context import make_context, mlir_element_type
+
+Values = list[ir.Value]
+
+
+class HloImportError(ConverterError):
+    """An instruction the importer cannot express: names it, its opcode and its line."""
+
+    def __init__(self, message: str, instr: Instruction | None = None, path: str = ""):
+        self.instr = instr
+        self.path = path
+        self.message = message
+        if instr is not None:
+            where = f"{path}:{instr.line}:{instr.col}: " if path else ""
+            text = f"{where}error: %{instr.name} ({instr.opcode}): {message}"
+        else:
+            text = f"{path + ': ' if path else ''}error: {message}"
+        super().__init__(text)
+
+
+@dataclass
+class ImportOptions:
+    # Keep each fused computation as a private func.func called with func.call.
+    keep_fusions: bool = False
+    # What to do with constants whose values the dump elided as `{...}`:
+    # "mark" (default): import zeros and list them in the module attribute
+    # `hlo.elided_constants`, which execution refuses unless told otherwise;
+    # "error": fail; "zeros" / "random" (seeded): made-up values, knowingly.
+    elided_constants: str = "mark"
+    seed: int = 0
+
+
+class ModuleImporter:
+    def __init__(self, hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None):
+        self.hlo = hlo
+        self.options = options or ImportOptions()
+        self.context = context or make_context()
+        self._types: dict[Shape, list[ir.Type]] = {}
+        self._fusion_funcs: dict[str, tuple[str, list[ir.Type]]] = {}
+        self.uses_chlo = False
+        self.elided_constants: list[str] = []
+        self.module: ir.Module | None = None
+        self._rng = np.random.default_rng(self.options.seed)
+
+    # ---------------------------------------------------------------------- types
+    def leaf_types(self, shape: Shape) -> list[ir.Type]:
+        types = self._types.get(shape)
+        if types is None:
+            if shape.is_tuple:
+                types = [t for s in shape.tuple_shapes for t in self.leaf_types(s)]
+            elif shape.is_token:
+                types = [stablehlo.TokenType.get()]
+            else:
+                types = [self._tensor_type(shape)]
+            self._types[shape] = types
+        return types
+
+    def tensor_type(self, shape: Shape) -> ir.Type:
+        return self.leaf_types(shape)[0]
+
+    def _tensor_type(self, shape: Shape) -> ir.Type:
+        element = mlir_element_type(shape.element_type)
+        if not shape.is_dynamic:
+            return ir.RankedTensorType.get(shape.dims, element)
+        dyn = ir.ShapedType.get_dynamic_size()
+        dims = [dyn if d else s for s, d in zip(shape.dims, shape.dynamic)]
+        bounds = ", ".join(str(s) if d and s >= 0 else "?" for s, d in zip(shape.dims, shape.dynamic))
+        encoding = ir.Attribute.parse(f"#stablehlo.bounds<{bounds}>")
+        return ir.RankedTensorType.get(dims, element, encoding)
+
+    # ------------------------------------------------------------------ locations
+    def location(self, instr: Instruction) -> ir.Location:
+        loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
+        md = instr.metadata
+        if md is None:
+            return loc
+        source = None
+        if md.stack_frame_id:
+            frame = self.hlo.stack_frames.location(md.stack_frame_id)
+            if frame is not None:
+                source = ir.Location.file(frame[0], frame[1], frame[2])
+        if source is None and md.source_file:
+            source = ir.Location.file(md.source_file, md.source_line, 0)
+        if md.op_name:
+            source = ir.Location.name(md.op_name, childLoc=source) if source is not None else ir.Location.name(md.op_name)
+        return ir.Location.fused([loc, source]) if source is not None else loc
+
+    def error(self, message: str, instr: Instruction | None = None) -> HloImportError:
+        return HloImportError(message, instr, self.hlo.path)
+
+    # --------------------------------------------------------------------- module
+    def run(self) -> ir.Module:
+        hlo = self.hlo
+        entry = hlo.entry
+        with self.context, ir.Location.file(hlo.path, entry.line, entry.col):
+            module = ir.Module.create()
+            self.module = module
+            attrs = module.operation.attributes
+            attrs["sym_name"] = ir.StringAttr.get(_symbol(hlo.name))
+            i32 = ir.IntegerType.get_signless(32)
+            attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, hlo.num_partitions)
+            attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, hlo.replica_count)
+            # Layouts and aliasing are metadata (DESIGN §3): kept as text so that no
+            # consumer mistakes them for constraints on the portable module.
+            for key in ("entry_computation_layout", "input_output_alias", "buffer_donor"):
+                if key in hlo.attrs:
+                    from converter.hlo.printer import attr_to_text
+
+                    text = attr_to_text(key, hlo.attrs[key], A.MODULE_ATTRS).split("=", 1)[1]
+                    attrs[f"hlo.{key}"] = ir.StringAttr.get(text)
+            if "frontend_attributes" in hlo.attrs:
+                attrs["mhlo.frontend_attributes"] = ir.DictAttr.get(
+                    {k: ir.StringAttr.get(v) for k, v in hlo.attrs["frontend_attributes"].items()})
+            self._import_entry(entry)
+            if self.elided_constants:
+                attrs["hlo.elided_constants"] = ir.ArrayAttr.get(
+                    [ir.StringAttr.get(n) for n in self.elided_constants])
+            if self.uses_chlo:
+                passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
+        return module
+
+    def _import_entry(self, entry: Computation) -> None:
+        arg_types: list[ir.Type] = []
+        arg_attrs: list[dict[str, ir.Attribute]] = []
+        arg_locs: list[ir.Location] = []
+        groups: list[list[int]] = []
+        for p in entry.parameters:
+            types = self.leaf_types(p.shape)
+            groups.append(list(range(len(arg_types), len(arg_types) + len(types))))
+            arg_types.extend(types)
+            shardings = _leaf_shardings(p.attrs.get("sharding"), len(types))
+            for sh in shardings:
+                d: dict[str, ir.Attribute] = {}
+                if sh is not None:
+                    d["mhlo.sharding"] = ir.StringAttr.get(sharding_to_text(sh))
+                arg_attrs.append(d)
+            arg_locs.extend([self.location(p)] * len(types))
+        root = entry.root
+        result_types = self.leaf_types(root.shape)
+        with ir.InsertionPoint(self.module.body):
+            fn = func.FuncOp("main", ir.FunctionType.get(arg_types, result_types))
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
+            if any(arg_attrs):
+                fn.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(d) for d in arg_attrs])
+            res_shardings = _leaf_shardings(root.attrs.get("sharding"), len(result_types))
+            if any(s is not None for s in res_shardings):
+                fn.res_attrs = ir.ArrayAttr.get([
+                    ir.DictAttr.get({"mhlo.sharding": ir.StringAttr.get(sharding_to_text(s))} if s else {})
+                    for s in res_shardings])
+            block = fn.add_entry_block(arg_locs=arg_locs)
+            args = [[block.arguments[i] for i in g] for g in groups]
+            with ir.InsertionPoint(block):
+                results = ComputationImporter(self, entry, args).run()
+                with self.location(root):
+                    func.ReturnOp(results)
+
+    # ------------------------------------------------------------------- fusions
+    def fusion_function(self, comp: Computation, arg_types: list[ir.Type]) -> tuple[str, list[ir.Type]]:
+        """A private func.func for a fused computation (--keep-fusions), built once."""
+        cached = self._fusion_funcs.get(comp.name)
+        if cached is not None:
+            return cached
+        name = _symbol(comp.name)
+        result_types = self.leaf_types(comp.root.shape)
+        with ir.InsertionPoint(self.module.body), ir.Location.file(self.hlo.path, comp.line, comp.col):
+            fn = func.FuncOp(name, ir.FunctionType.get(arg_types, result_types))
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+            block = fn.add_entry_block()
+        groups, i = [], 0
+        for p in comp.parameters:
+            n = len(self.leaf_types(p.shape))
+            groups.append(list(block.arguments)[i : i + n])
+            i += n
+        with ir.InsertionPoint(block):
+            results = ComputationImporter(self, comp, groups).run()
+            with self.location(comp.root):
+                func.ReturnOp(results)
+        self._fusion_funcs[comp.name] = (name, result_types)
+        return name, result_types
+
+
+def _symbol(name: str) -> str:
+    return name.replace("%", "")
+
+
+def _leaf_shardings(sharding: Any, count: int) -> list[A.Sharding | None]:
+    if not isinstance(sharding, A.Sharding):
+        return [None] * count
+    if sharding.kind == "tuple":
+        leaves = list(sharding.elements)
+        return leaves + [None] * (count - len(leaves)) if len(leaves) <= count else leaves[:count]
+    return [sharding] * count
+
+
+class ComputationImporter:
+    """Imports one computation's instructions at the current insertion point."""
+
+    def __init__(self, mi: ModuleImporter, comp: Computation, args: Sequence[Values]):
+        self.mi = mi
+        self.comp = comp
+        if len(args) != len(comp.parameters):
+            raise mi.error(f"computation '{comp.name}' takes {len(comp.parameters)} parameters, called with {len(args)}")
+        self.args = args
+        self.values: dict[str, Values] = {}
+
+    def run(self) -> Values:
+        values = self.values
+        mi = self.mi
+        by_name = self.comp.by_name
+        ctx = RuleContext(mi, self)
+        for instr in self.comp.instructions:
+            if instr.opcode == "parameter":
+                values[instr.name] = list(self.args[instr.parameter_number])
+                continue
+            rule = RULES.get(instr.opcode)
+            if rule is None:
+                rule = _async_sugar_rule(instr.opcode)
+                if rule is None:
+                    raise mi.error(f"no import rule for opcode '{instr.opcode}'", instr)
+            operands: list[Any] = []
+            for name in instr.operands:
+                leaves = values[name]
+                operands.append(leaves if by_name[name].shape.is_tuple else leaves[0])
+            ctx.instr = instr
+            ctx.attrs = instr.attrs
+            ctx.shape = instr.shape
+            try:
+                with mi.location(instr):
+                    out = rule(ctx, *operands)
+            except HloImportError:
+                raise
+            except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
+                raise mi.error(f"cannot import: {e}", instr) from e
+            if isinstance(out, ir.Value):
+                out = [out]
+            elif isinstance(out, ir.OpView) or isinstance(out, ir.Operation):
+                out = list(out.results)
+            else:
+                out = list(out)
+            values[instr.name] = out
+        return values[self.comp.root.name]
+
+
+class RuleContext:
+    """What an import rule sees besides its operands: the instruction and the importer."""
+
+    __slots__ = ("mi", "ci", "instr", "attrs", "shape")
+
+    def __init__(self, mi: ModuleImporter, ci: ComputationImporter):
+        self.mi = mi
+        self.ci = ci
+        self.instr: Instruction = None  # type: ignore[assignment]
+        self.attrs: dict[str, Any] = {}
+        self.shape: Shape = None  # type: ignore[assignment]
+
+    @property
+    def opcode(self) -> str:
+        return self.instr.opcode
+
+    def error(self, message: str) -> HloImportError:
+        return self.mi.error(message, self.instr)
+
+    def operand_shape(self, i: int) -> Shape:
+        return self.ci.comp.by_name[self.instr.operands[i]].shape
+
+    def operand_instruction(self, i: int) -> Instruction:
+        return self.ci.comp.by_name[self.instr.operands[i]]
+
+    def result_type(self, shape: Shape | None = None) -> ir.Type:
+        shape = shape or self.shape
+        if not shape.is_array:
+            raise self.error(f"expected an array result, got {shape_to_text(shape)}")
+        return self.mi.tensor_type(shape)
+
+    def result_types(self, shape: Shape | None = None) -> list[ir.Type]:
+        return self.mi.leaf_types(shape or self.shape)
+
+    def tensor_type(self, shape: Shape) -> ir.Type:
+        return self.mi.tensor_type(shape)
+
+    def computation(self, name: str) -> Computation:
+        comp = self.mi.hlo.by_name.get(name)
+        if comp is None:
+            raise self.error(f"calls unknown computation '{name}'")
+        return comp
+
+    def inline(self, comp_name: str, args: Sequence[Values]) -> Values:
+        """Import computation `comp_name` here with `args` (leaves per parameter)."""
+        return ComputationImporter(self.mi, self.computation(comp_name), args).run()
+
+    def region(self, region: ir.Region, comp_name: str, arg_types: Sequence[Sequence[ir.Type]]) -> None:
+        """Fill `region` with one block importing `comp_name`; block arguments have
+        `arg_types` grouped per computation parameter."""
+        comp = self.computation(comp_name)
+        flat = [t for group in arg_types for t in group]
+        block = region.blocks.append(*flat)
+        args, i = [], 0
+        for group in arg_types:
+            args.append(list(block.arguments)[i : i + len(group)])
+            i += len(group)
+        with ir.InsertionPoint(block):
+            results = ComputationImporter(self.mi, comp, args).run()
+            with self.mi.location(comp.root):
+                stablehlo.ReturnOp(results)
+
+    def scalar_region_types(self, comp_name: str) -> list[list[ir.Type]]:
+        """Block argument types for a reducer-like computation, from its parameters."""
+        comp = self.computation(comp_name)
+        return [self.mi.leaf_types(p.shape) for p in comp.parameters]
+
+    def constant(self, value: Any, element_type: str, shape: Sequence[int] = ()) -> ir.Value:
+        """A splat or dense constant of an HLO element type."""
+        arr = np.asarray(value)
+        t = ir.RankedTensorType.get(list(shape), mlir_element_type(element_type))
+        if arr.size == 1:
+            scalar = np.asarray(arr.reshape(()), dtype=dtypes.numpy_dtype(element_type)).reshape(1)
+            attr = ir.DenseElementsAttr.get_splat(t, dense_scalar_attr(scalar, element_type))
+        else:
+            attr = dense_elements(np.asarray(arr, dtype=dtypes.numpy_dtype(element_type)).reshape(shape), element_type)
+        return stablehlo.ConstantOp(attr).result
+
+
+def dense_elements(arr: np.ndarray, element_type: str) -> ir.DenseElementsAttr:
+    """DenseElementsAttr for a numpy array of an HLO element type (splat when uniform)."""
+    t = mlir_element_type(element_type)
+    shape = list(np.shape(arr))
+    arr = np.ascontiguousarray(arr).reshape(shape)  # ascontiguousarray makes 0-d arrays 1-d
+    flat = arr.reshape(-1)
+    if flat.size == 1 or (flat.size > 1 and _all_same_bits(flat)):
+        shaped = ir.RankedTensorType.get(shape, t)
+        return ir.DenseElementsAttr.get_splat(shaped, dense_scalar_attr(flat[:1], element_type))
+    if element_type == "pred":
+        return ir.DenseElementsAttr.get(np.packbits(arr.astype(np.bool_), bitorder="little"), type=t, shape=shape)
+    return ir.DenseElementsAttr.get(arr, type=t, shape=shape)
+
+
+def _all_same_bits(flat: np.ndarray) -> bool:
+    size = flat.dtype.itemsize
+    bits = flat.view(np.uint64).reshape(-1, 2) if size == 16 else flat.view(f"u{size}")
+    return bool((bits == bits[0]).all())
+
+
+def dense_scalar_attr(one: np.ndarray, element_type: str) -> ir.Attribute:
+    """The element attribute of a one-element array, for splats."""
+    t = mlir_element_type(element_type)
+    v = one.reshape(-1)[0]
+    if element_type == "pred":
+        return ir.IntegerAttr.get(t, int(bool(v)))
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerAttr.get(t, int(v))
+    if isinstance(t, ir.ComplexType):
+        return ir.DenseElementsAttr.get(np.asarray(one).reshape(()), type=t).get_splat_value()
+    return ir.FloatAttr.get(t, float(v))
+
+
+def _async_sugar_rule(opcode: str) -> ImportRule | None:
+    """`<op>-start` / `-update` / `-done` that XLA prints for an async-wrapped op."""
+    for suffix in ("-start", "-update", "-done"):
+        if opcode.endswith(suffix) and opcode[: -len(suffix)] in RULES:
+            from converter.importer.rules.async_ops import async_sugar_rule
+
+            return async_sugar_rule(opcode[: -len(suffix)], suffix)
+    return None
+
+
+def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None) -> ir.Module:
+    """Import a parsed HLO module into a new StableHLO module (a faithful import)."""
+    import converter.importer.rules  # noqa: F401  (fills the rule table)
+
+    return ModuleImporter(hlo, options, context).run()

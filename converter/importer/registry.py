@@ -1,0 +1,30 @@
+"""The table of import rules, one per HLO opcode (or family), in the style of JAX's
+lowering rules: `@import_rule("add", "subtract")` registers a function
+
+    rule(ctx: RuleContext, *operands) -> ir.Value | Sequence[ir.Value]
+
+where each operand is an `ir.Value` (or the list of leaf values for a tuple-shaped
+operand) and `ctx` carries the instruction, its attributes and result shape, and the
+importer (types, regions, inlining, errors).  The rule builds ops at the current insertion
+point and location, and returns the values of the instruction's flattened result leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+ImportRule = Callable[..., Any]
+
+# opcode -> rule.  Filled at import time of converter.importer.rules; never mutated after.
+RULES: dict[str, ImportRule] = {}
+
+
+def import_rule(*opcodes: str) -> Callable[[ImportRule], ImportRule]:
+    def register(rule: ImportRule) -> ImportRule:
+        for opcode in opcodes:
+            if opcode in RULES:
+                raise ValueError(f"two import rules for opcode '{opcode}'")
+            RULES[opcode] = rule
+        return rule
+
+    return register

@@ -1,0 +1,83 @@
+"""`custom-call`, imported faithfully: target, operands, flattened results,
+backend_config, api_version, side effects, called computations, layouts and
+output-to-operand aliasing.  Passes later make backend targets portable."""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from converter.hlo.printer import sharding_to_text
+from converter.importer import build as b
+from converter.importer.registry import import_rule
+
+API_VERSIONS = {
+    "API_VERSION_UNSPECIFIED": 0, "API_VERSION_ORIGINAL": 1, "API_VERSION_STATUS_RETURNING": 2,
+    "API_VERSION_STATUS_RETURNING_UNIFIED": 3, "API_VERSION_TYPED_FFI": 4,
+}
+
+
+def _layout_attr(shape) -> ir.Attribute:
+    m2m = list(shape.layout.minor_to_major) if shape.layout is not None and shape.layout.minor_to_major \
+        else list(range(shape.rank - 1, -1, -1))
+    t = ir.RankedTensorType.get([len(m2m)], ir.IndexType.get())
+    return ir.DenseElementsAttr.get(np.asarray(m2m, dtype=np.int64), type=t)
+
+
+@import_rule("custom-call")
+def import_custom_call(ctx, *operands):
+    leaves = []
+    for x in operands:
+        leaves.extend(x if isinstance(x, list) else [x])
+    a = ctx.attrs
+    target = a.get("custom_call_target")
+    if target is None:
+        raise ctx.error("custom-call without custom_call_target")
+    api_name = a.get("api_version", "API_VERSION_ORIGINAL")
+    if api_name not in API_VERSIONS:
+        raise ctx.error(f"unknown api_version {api_name}")
+    api = API_VERSIONS[api_name]
+    attrs: dict[str, ir.Attribute] = {
+        "call_target_name": ir.StringAttr.get(target),
+        "api_version": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), api),
+    }
+    config = a.get("backend_config")
+    if config is not None:
+        if api == 4:
+            if config.form == "mlir":
+                attrs["backend_config"] = ir.Attribute.parse(config.raw)
+            else:
+                # Typed FFI wants a dictionary; a JSON config stays readable beside it.
+                attrs["backend_config"] = ir.DictAttr.get({})
+                attrs["mhlo.backend_config"] = ir.StringAttr.get(config.text())
+        else:
+            attrs["backend_config"] = ir.StringAttr.get(config.text())
+    if a.get("custom_call_has_side_effect"):
+        attrs["has_side_effect"] = ir.BoolAttr.get(True)
+    called = a.get("called_computations") or ([a["to_apply"]] if "to_apply" in a else a.get("calls"))
+    if called:
+        symbols = []
+        for name in called:
+            comp = ctx.computation(name)
+            arg_types = [t for p in comp.parameters for t in ctx.mi.leaf_types(p.shape)]
+            symbol, _ = ctx.mi.fusion_function(comp, arg_types)
+            symbols.append(ir.FlatSymbolRefAttr.get(symbol))
+        attrs["called_computations"] = ir.ArrayAttr.get(symbols)
+    aliases = a.get("output_to_operand_aliasing")
+    if aliases:
+        attrs["output_operand_aliases"] = ir.ArrayAttr.get([
+            stablehlo.OutputOperandAlias.get(list(al.output_index), al.operand, list(al.operand_index))
+            for al in aliases])
+    constraints = a.get("operand_layout_constraints")
+    if constraints:
+        attrs["operand_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in constraints])
+        attrs["result_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in ctx.shape.leaves()])
+    frontend = a.get("frontend_attributes")
+    if frontend:
+        attrs["mhlo.frontend_attributes"] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in frontend.items()})
+    sharding = a.get("sharding")
+    if sharding is not None:
+        attrs["mhlo.sharding"] = ir.StringAttr.get(sharding_to_text(sharding))
+    op = b.op("stablehlo.custom_call", ctx.result_types(), leaves, attrs)
+    return list(op.results)

@@ -1,0 +1,162 @@
+"""Contractions and linear algebra: dot, ragged-dot, convolution, fft, cholesky,
+triangular-solve."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from converter.importer import build as b
+from converter.importer.registry import import_rule
+from converter.mlir_context import mlir_element_type
+
+PRECISIONS = {"default": "DEFAULT", "high": "HIGH", "highest": "HIGHEST",
+              "DEFAULT": "DEFAULT", "HIGH": "HIGH", "HIGHEST": "HIGHEST"}
+
+# XLA's PrecisionConfig.Algorithm (as printed, `algorithm=dot_bf16_bf16_f32`) →
+# (lhs type, rhs type, accumulation type, lhs components, rhs components, primitive ops,
+# allow imprecise accumulation), StableHLO's dot_algorithm.
+DOT_ALGORITHMS = {
+    "dot_any_f8_any_f8_f32": ("f8e5m2", "f8e5m2", "f32", 1, 1, 1, False),
+    "dot_any_f8_any_f8_f32_fast_accum": ("f8e5m2", "f8e5m2", "f32", 1, 1, 1, True),
+    "dot_f16_f16_f16": ("f16", "f16", "f16", 1, 1, 1, False),
+    "dot_f16_f16_f32": ("f16", "f16", "f32", 1, 1, 1, False),
+    "dot_bf16_bf16_bf16": ("bf16", "bf16", "bf16", 1, 1, 1, False),
+    "dot_bf16_bf16_f32": ("bf16", "bf16", "f32", 1, 1, 1, False),
+    "dot_bf16_bf16_f32_x3": ("bf16", "bf16", "f32", 1, 1, 3, False),
+    "dot_bf16_bf16_f32_x6": ("bf16", "bf16", "f32", 1, 1, 6, False),
+    "dot_bf16_bf16_f32_x9": ("bf16", "bf16", "f32", 1, 1, 9, False),
+    "dot_tf32_tf32_f32": ("tf32", "tf32", "f32", 1, 1, 1, False),
+    "dot_tf32_tf32_f32_x3": ("tf32", "tf32", "f32", 1, 1, 3, False),
+    "dot_f32_f32_f32": ("f32", "f32", "f32", 1, 1, 1, False),
+    "dot_f64_f64_f64": ("f64", "f64", "f64", 1, 1, 1, False),
+}
+
+
+def precision_config(ctx) -> ir.Attribute | None:
+    names = ctx.attrs.get("operand_precision")
+    if not names:
+        return None
+    try:
+        return ir.ArrayAttr.get([stablehlo.PrecisionAttr.get(PRECISIONS[p]) for p in names])
+    except KeyError as e:
+        raise ctx.error(f"unknown operand precision {e}") from None
+
+
+def dot_algorithm(ctx) -> ir.Attribute | None:
+    name = ctx.attrs.get("algorithm")
+    if not name or name in ("unset", "ALG_UNSET"):
+        return None
+    spec = DOT_ALGORITHMS.get(name.lower().removeprefix("alg_"))
+    if spec is None:
+        raise ctx.error(f"unknown dot algorithm '{name}' (known: {', '.join(sorted(DOT_ALGORITHMS))})")
+    lhs, rhs, acc, lc, rc, nops, imprecise = spec
+    def t(name):
+        return ir.FloatTF32Type.get() if name == "tf32" else mlir_element_type(name)
+    return stablehlo.DotAlgorithm.get(t(lhs), t(rhs), t(acc), lc, rc, nops, imprecise)
+
+
+def upcast_operands(ctx, lhs: ir.Value, rhs: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """HLO allows dot/convolution operands of different float types (TPU: f32 x bf16);
+    StableHLO does not.  XLA's OperandUpcaster defines the meaning: operands are
+    converted to the (wider) result type, which is exact."""
+    lt, rt = b.element_type_of(lhs), b.element_type_of(rhs)
+    if lt == rt:
+        return lhs, rhs
+    result = ir.RankedTensorType(ctx.result_type()).element_type
+    if isinstance(result, ir.IntegerType):
+        raise ctx.error(f"integer dot/convolution with operand types {lt} and {rt}")
+    return b.convert(lhs, result), b.convert(rhs, result)
+
+
+@import_rule("dot")
+def import_dot(ctx, lhs, rhs):
+    lhs, rhs = upcast_operands(ctx, lhs, rhs)
+    a = ctx.attrs
+    if "sparsity" in a:
+        raise ctx.error("sparse dot (sparsity=) has no StableHLO equivalent")
+    attrs = {"dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=a.get("lhs_batch_dims", []),
+        rhs_batching_dimensions=a.get("rhs_batch_dims", []),
+        lhs_contracting_dimensions=a.get("lhs_contracting_dims", []),
+        rhs_contracting_dimensions=a.get("rhs_contracting_dims", []),
+    )}
+    precision = precision_config(ctx)
+    if precision is not None:
+        attrs["precision_config"] = precision
+    algorithm = dot_algorithm(ctx)
+    if algorithm is not None:
+        attrs["algorithm"] = algorithm
+    return b.op1("stablehlo.dot_general", ctx.result_type(), [lhs, rhs], attrs)
+
+
+@import_rule("ragged-dot")
+def import_ragged_dot(ctx, lhs, rhs, group_sizes):
+    raise ctx.error("ragged-dot has no StableHLO equivalent yet; it is not supported")
+
+
+@import_rule("convolution")
+def import_convolution(ctx, lhs, rhs):
+    lhs, rhs = upcast_operands(ctx, lhs, rhs)
+    a = ctx.attrs
+    labels = a.get("dim_labels")
+    if labels is None:
+        raise ctx.error("convolution without dim_labels")
+    rank = len(labels.input_spatial)
+    window = a.get("window")
+    dims = window.dims if window is not None and window.dims else ()
+    if dims and len(dims) != rank:
+        raise ctx.error(f"window has {len(dims)} dimensions, dim_labels {rank} spatial ones")
+    attrs = {
+        "dimension_numbers": stablehlo.ConvDimensionNumbers.get(
+            input_batch_dimension=labels.input_batch,
+            input_feature_dimension=labels.input_feature,
+            input_spatial_dimensions=list(labels.input_spatial),
+            kernel_input_feature_dimension=labels.kernel_input_feature,
+            kernel_output_feature_dimension=labels.kernel_output_feature,
+            kernel_spatial_dimensions=list(labels.kernel_spatial),
+            output_batch_dimension=labels.output_batch,
+            output_feature_dimension=labels.output_feature,
+            output_spatial_dimensions=list(labels.output_spatial),
+        ),
+        "feature_group_count": b.i64_attr(a.get("feature_group_count", 1)),
+        "batch_group_count": b.i64_attr(a.get("batch_group_count", 1)),
+    }
+    if rank:
+        dims = dims or ()
+        get = (lambda f, default: [getattr(d, f) for d in dims] if dims else [default] * rank)
+        attrs["window_strides"] = b.i64_array(get("stride", 1))
+        attrs["padding"] = b.i64_elements([[d.pad_low, d.pad_high] for d in dims] if dims else [[0, 0]] * rank, shape=(rank, 2))
+        attrs["lhs_dilation"] = b.i64_array(get("lhs_dilation", 1))
+        attrs["rhs_dilation"] = b.i64_array(get("rhs_dilation", 1))
+        attrs["window_reversal"] = b.bool_array(get("reversal", False))
+    precision = precision_config(ctx)
+    if precision is not None:
+        attrs["precision_config"] = precision
+    return b.op1("stablehlo.convolution", ctx.result_type(), [lhs, rhs], attrs)
+
+
+@import_rule("fft")
+def import_fft(ctx, x):
+    fft_type = ctx.attrs.get("fft_type", "FFT").upper()
+    return b.op1("stablehlo.fft", ctx.result_type(), [x], {
+        "fft_type": stablehlo.FftTypeAttr.get(fft_type),
+        "fft_length": b.i64_array(ctx.attrs["fft_length"]),
+    })
+
+
+@import_rule("cholesky")
+def import_cholesky(ctx, a):
+    return b.op1("stablehlo.cholesky", ctx.result_type(), [a],
+                 {"lower": ir.BoolAttr.get(bool(ctx.attrs.get("lower", False)))})
+
+
+@import_rule("triangular-solve")
+def import_triangular_solve(ctx, a, rhs):
+    at = ctx.attrs
+    return b.op1("stablehlo.triangular_solve", ctx.result_type(), [a, rhs], {
+        "left_side": ir.BoolAttr.get(bool(at.get("left_side", False))),
+        "lower": ir.BoolAttr.get(bool(at.get("lower", False))),
+        "unit_diagonal": ir.BoolAttr.get(bool(at.get("unit_diagonal", False))),
+        "transpose_a": stablehlo.TransposeAttr.get(at.get("transpose_a", "NO_TRANSPOSE")),
+    })

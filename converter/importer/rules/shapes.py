@@ -1,0 +1,140 @@
+"""Opcodes that move data without arithmetic: broadcast, reshape, transpose, bitcast,
+slices, concatenate, pad, reverse, iota, dynamic shapes."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from converter.hlo.ir import ELEMENT_BITS, Shape
+from converter.importer import build as b
+from converter.importer.registry import import_rule
+
+
+@import_rule("broadcast")
+def import_broadcast(ctx, x):
+    return b.op1("stablehlo.broadcast_in_dim", ctx.result_type(), [x],
+                 {"broadcast_dimensions": b.i64_array(ctx.attrs.get("dimensions", []))})
+
+
+@import_rule("reshape")
+def import_reshape(ctx, x):
+    return b.op1("stablehlo.reshape", ctx.result_type(), [x])
+
+
+@import_rule("dynamic-reshape")
+def import_dynamic_reshape(ctx, x, *sizes):
+    i32 = ir.IntegerType.get_signless(32)
+    parts = [b.reshape(b.convert(s, i32), [1]) for s in sizes]
+    shape = b.concatenate(parts, 0) if parts else b.scalar_constant(0, i32, [0])
+    return b.op1("stablehlo.dynamic_reshape", ctx.result_type(), [x, shape])
+
+
+@import_rule("transpose")
+def import_transpose(ctx, x):
+    return b.op1("stablehlo.transpose", ctx.result_type(), [x],
+                 {"permutation": b.i64_array(ctx.attrs["dimensions"])})
+
+
+def _major_to_minor(shape: Shape) -> list[int]:
+    if shape.layout is None or not shape.layout.minor_to_major:
+        return list(range(shape.rank))
+    return list(reversed(shape.layout.minor_to_major))
+
+
+@import_rule("bitcast")
+def import_bitcast(ctx, x):
+    """A bitcast reinterprets the operand's bytes, laid out by the operand's layout, as
+    the result shape laid out by the result's layout (DESIGN §3): bring the operand to
+    its physical (major-to-minor) order, reshape to the result's physical dims, then
+    permute back to the result's logical order.  Tiling and memory space do not change
+    which element lands where for the bitcasts XLA forms, so they are ignored."""
+    src, dst = ctx.operand_shape(0), ctx.shape
+    src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
+    if src_bits * src.num_elements() != dst_bits * dst.num_elements():
+        raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
+    src_order = _major_to_minor(src)
+    y = b.transpose(x, src_order)
+    if src.element_type != dst.element_type:
+        if src_bits != dst_bits:
+            raise ctx.error(f"bitcast between {src.element_type} and {dst.element_type} of different widths")
+        y = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(y, element=ir.RankedTensorType(ctx.result_type()).element_type), [y])
+    dst_order = _major_to_minor(dst)
+    y = b.reshape(y, [dst.dims[d] for d in dst_order])
+    inverse = [0] * len(dst_order)
+    for i, d in enumerate(dst_order):
+        inverse[d] = i
+    return b.transpose(y, inverse)
+
+
+@import_rule("slice")
+def import_slice(ctx, x):
+    dims = ctx.attrs["slice"]
+    return b.op1("stablehlo.slice", ctx.result_type(), [x], {
+        "start_indices": b.i64_array(d.start for d in dims),
+        "limit_indices": b.i64_array(d.limit for d in dims),
+        "strides": b.i64_array(d.stride for d in dims),
+    })
+
+
+def _index_scalars(ctx, operand_rank: int, indices: tuple) -> list[ir.Value]:
+    """Start indices as scalars; older dumps pass one rank-1 index vector."""
+    if len(indices) == 1 and b.shape_of(indices[0]) != []:
+        vec = indices[0]
+        if b.shape_of(vec) != [operand_rank]:
+            raise ctx.error("expected one start index per operand dimension")
+        return [b.reshape(b.slice_(vec, [i], [i + 1]), []) for i in range(operand_rank)]
+    return list(indices)
+
+
+@import_rule("dynamic-slice")
+def import_dynamic_slice(ctx, x, *indices):
+    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
+    return b.op1("stablehlo.dynamic_slice", ctx.result_type(), [x, *starts],
+                 {"slice_sizes": b.i64_array(ctx.attrs["dynamic_slice_sizes"])})
+
+
+@import_rule("dynamic-update-slice")
+def import_dynamic_update_slice(ctx, x, update, *indices):
+    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
+    return b.op1("stablehlo.dynamic_update_slice", ctx.result_type(), [x, update, *starts])
+
+
+@import_rule("concatenate")
+def import_concatenate(ctx, *xs):
+    return b.op1("stablehlo.concatenate", ctx.result_type(), list(xs),
+                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
+
+
+@import_rule("pad")
+def import_pad(ctx, x, value):
+    pads = ctx.attrs.get("padding", [])
+    if len(pads) != len(b.shape_of(x)):
+        raise ctx.error(f"padding has {len(pads)} dimensions, the operand {len(b.shape_of(x))}")
+    return b.op1("stablehlo.pad", ctx.result_type(), [x, value], {
+        "edge_padding_low": b.i64_array(p.low for p in pads),
+        "edge_padding_high": b.i64_array(p.high for p in pads),
+        "interior_padding": b.i64_array(p.interior for p in pads),
+    })
+
+
+@import_rule("reverse")
+def import_reverse(ctx, x):
+    return b.op1("stablehlo.reverse", ctx.result_type(), [x],
+                 {"dimensions": b.i64_array(ctx.attrs.get("dimensions", []))})
+
+
+@import_rule("iota")
+def import_iota(ctx):
+    return b.op1("stablehlo.iota", ctx.result_type(), [], {"iota_dimension": b.i64_attr(ctx.attrs["iota_dimension"])})
+
+
+@import_rule("get-dimension-size")
+def import_get_dimension_size(ctx, x):
+    return b.op1("stablehlo.get_dimension_size", ctx.result_type(), [x],
+                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
+
+
+@import_rule("set-dimension-size")
+def import_set_dimension_size(ctx, x, size):
+    return b.op1("stablehlo.set_dimension_size", ctx.result_type(), [x, size],
+                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})

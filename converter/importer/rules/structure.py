@@ -1,0 +1,190 @@
+"""Constants, tuples, calls, fusions, control flow and the ops that only order things."""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func, stablehlo
+
+from converter.hlo.ir import Shape
+from converter.hlo.printer import shape_to_text
+from converter.importer import build as b
+from converter.importer.core import dense_elements
+from converter.importer.registry import import_rule
+
+
+@import_rule("constant")
+def import_constant(ctx):
+    instr = ctx.instr
+    if instr.shape.is_tuple:
+        return [_array_constant(ctx, v, s) for v, s in zip(_flatten(instr.literal), instr.shape.leaves())]
+    return _array_constant(ctx, instr.literal, instr.shape)
+
+
+def _flatten(literal):
+    if isinstance(literal, tuple):
+        return [x for item in literal for x in _flatten(item)]
+    return [literal]
+
+
+def _array_constant(ctx, value, shape: Shape) -> ir.Value:
+    from converter import dtypes
+
+    if shape.is_token:
+        return b.op1("stablehlo.after_all", stablehlo.TokenType.get(), [])
+    if value is None:
+        policy = ctx.mi.options.elided_constants
+        if policy == "mark":
+            ctx.mi.elided_constants.append(ctx.instr.name)
+            policy = "zeros"
+        if policy == "error":
+            raise ctx.error(
+                f"the dump elides this constant's {shape.num_elements()} values ('{{...}}'); re-dump with "
+                "XLA_FLAGS=--xla_dump_large_constants (or print with print_large_constants), or pass "
+                "--elided-constants=zeros|random to run with made-up values")
+        dtype = dtypes.numpy_dtype(shape.element_type)
+        if policy == "zeros":
+            value = np.zeros(shape.dims, dtype)
+        else:
+            rng = ctx.mi._rng
+            if dtype.kind in "iu":
+                value = rng.integers(0, 8, size=shape.dims).astype(dtype)
+            elif dtype.kind == "b":
+                value = rng.integers(0, 2, size=shape.dims).astype(bool)
+            else:
+                value = rng.standard_normal(size=shape.dims).astype(dtype)
+    return b.op1("stablehlo.constant", ctx.result_type(shape), [],
+                 {"value": dense_elements(np.asarray(value).reshape(shape.dims), shape.element_type)})
+
+
+@import_rule("tuple")
+def import_tuple(ctx, *operands):
+    out = []
+    for x in operands:
+        out.extend(x if isinstance(x, list) else [x])
+    return out
+
+
+@import_rule("get-tuple-element")
+def import_get_tuple_element(ctx, operand):
+    index = ctx.attrs["index"]
+    shape = ctx.operand_shape(0)
+    if not shape.is_tuple or not 0 <= index < len(shape.tuple_shapes):
+        raise ctx.error(f"index {index} is out of range for {shape_to_text(shape, False)}")
+    lo, hi = shape.leaf_range(index)
+    return operand[lo:hi]
+
+
+def _leaves(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+@import_rule("call")
+def import_call(ctx, *operands):
+    return ctx.inline(ctx.attrs["to_apply"], [_leaves(x) for x in operands])
+
+
+@import_rule("fusion")
+def import_fusion(ctx, *operands):
+    calls = ctx.attrs["calls"]
+    args = [_leaves(x) for x in operands]
+    if not ctx.mi.options.keep_fusions:
+        return ctx.inline(calls[0], args)
+    comp = ctx.computation(calls[0])
+    flat = [v for group in args for v in group]
+    name, result_types = ctx.mi.fusion_function(comp, [v.type for v in flat])
+    call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), flat)
+    kind = ctx.attrs.get("kind")
+    if kind:
+        call.attributes["hlo.fusion_kind"] = ir.StringAttr.get(kind)
+    return list(call.results)
+
+
+@import_rule("while")
+def import_while(ctx, init):
+    init = _leaves(init)
+    types = [v.type for v in init]
+    op = b.op("stablehlo.while", types, init, regions=2)
+    # Condition and body take the whole loop state (tuple or array) as one parameter.
+    ctx.region(op.regions[0], ctx.attrs["condition"], [types])
+    ctx.region(op.regions[1], ctx.attrs["body"], [types])
+    return list(op.results)
+
+
+@import_rule("conditional")
+def import_conditional(ctx, selector, *branch_operands):
+    result_types = ctx.result_types()
+    if "branch_computations" in ctx.attrs:
+        branches = ctx.attrs["branch_computations"]
+    else:
+        branches = [ctx.attrs["true_computation"], ctx.attrs["false_computation"]]
+    if len(branches) != len(branch_operands):
+        raise ctx.error(f"{len(branches)} branches but {len(branch_operands)} branch operands")
+    if "branch_computations" in ctx.attrs:
+        op = b.op("stablehlo.case", result_types, [selector], regions=len(branches))
+    else:
+        op = b.op("stablehlo.if", result_types, [selector], regions=2)
+    for region, comp_name, operand in zip(op.regions, branches, branch_operands):
+        # Branch regions capture their operand from the enclosing scope.
+        block = region.blocks.append()
+        with ir.InsertionPoint(block):
+            results = ctx.inline(comp_name, [_leaves(operand)])
+            stablehlo.ReturnOp(results)
+    return list(op.results)
+
+
+@import_rule("opt-barrier", "optimization-barrier")
+def import_optimization_barrier(ctx, operand):
+    leaves = _leaves(operand)
+    return list(b.op("stablehlo.optimization_barrier", [v.type for v in leaves], leaves).results)
+
+
+@import_rule("after-all")
+def import_after_all(ctx, *tokens):
+    return b.op1("stablehlo.after_all", stablehlo.TokenType.get(), list(tokens))
+
+
+@import_rule("add-dependency")
+def import_add_dependency(ctx, operand, token):
+    # Orders operand after token; the identity on values.
+    return operand
+
+
+@import_rule("domain")
+def import_domain(ctx, operand):
+    return operand
+
+
+@import_rule("partition-id")
+def import_partition_id(ctx):
+    return b.op1("stablehlo.partition_id", ctx.result_type(), [])
+
+
+@import_rule("replica-id")
+def import_replica_id(ctx):
+    return b.op1("stablehlo.replica_id", ctx.result_type(), [])
+
+
+@import_rule("infeed", "outfeed")
+def import_feed(ctx, *operands):
+    raise ctx.error(f"{ctx.opcode} moves data to or from the host while the program runs; "
+                    "a portable module has no host queue to read or write")
+
+
+@import_rule("copy-start")
+def import_copy_start(ctx, x):
+    # (destination, source, context): a copy between memory spaces, synchronous here.
+    rest = ctx.result_types()[2:]
+    return [x, x, *[b.zeros_like_type(t) for t in rest]]
+
+
+@import_rule("copy-done")
+def import_copy_done(ctx, start):
+    return start[0]
+
+
+@import_rule("rng-get-and-update-state")
+def import_rng_get_and_update_state(ctx):
+    raise ctx.error(
+        "rng-get-and-update-state reads and advances a hidden per-module RNG state that only the "
+        "XLA runtime that ran the dump holds; its values cannot be reproduced portably")

@@ -1,0 +1,110 @@
+"""`hlo-roundtrip run`: the table a user reads after running a dump."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from converter import runtime
+
+
+class _Progress:
+    """One status line on a terminal for stages that take a while."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.start = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.tty:
+            sys.stderr.write(f"\r\033[K{stage}…")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _stats(arr: np.ndarray) -> list[str]:
+    if arr.size == 0:
+        return ["-", "-", "-", "0", "0"]
+    a = np.asarray(arr)
+    if a.dtype.kind == "V" or a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.name.startswith(("bfloat", "float8", "float4")):
+        a = a.astype(np.float32)
+    if a.dtype.kind == "c":
+        a = np.abs(a)
+    if a.dtype.kind == "b":
+        a = a.astype(np.int8)
+    if a.dtype.kind in "iu":
+        return [str(a.min()), str(a.max()), f"{a.mean():.6g}", "0", "0"]
+    finite = np.isfinite(a)
+    nan = int(np.isnan(a).sum())
+    inf = int(np.isinf(a).sum())
+    if finite.any():
+        vals = a[finite]
+        return [f"{vals.min():.6g}", f"{vals.max():.6g}", f"{vals.mean():.6g}", str(nan), str(inf)]
+    return ["-", "-", "-", str(nan), str(inf)]
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def run_command(args) -> int:
+    from converter.cli import _import_options, _pass_options
+    from converter.sharding import assemble_global, split_global
+
+    progress = _Progress()
+    progress("convert")
+    program = runtime.load(args.input, pipeline=args.pipeline, import_options=_import_options(args),
+                           pass_options=_pass_options(args))
+    n = program.num_devices
+    outputs = None
+    try:
+        if args.compile_only:
+            program.compile(progress)
+        else:
+            if args.inputs:
+                arrays = runtime.read_inputs(args.inputs, program)
+                if args.global_arrays and n > 1:
+                    arrays = [split_global(a, spec.shape, spec.sharding, n, f"arg{spec.index} ({spec.name})")
+                              for a, spec in zip(arrays, program.params)]
+            else:
+                arrays = program.random_inputs(args.seed)
+            outputs = program.execute(arrays, progress)
+    finally:
+        progress.done()
+    if outputs is not None and args.global_arrays and n > 1:
+        outputs = [assemble_global(o, spec.sharding) for o, spec in zip(outputs, program.results)]
+    if outputs is not None and args.outputs:
+        runtime.write_outputs(args.outputs, outputs)
+
+    print(f"{args.input}: {n} device(s)")
+    t = program.timings
+    rows = [[stage, f"{t[stage]:.3f} s"] for stage in ("parse", "import", "passes", "compile", "execute") if stage in t]
+    print(_table(rows, ["stage", "time"]))
+    mem = program.memory()
+    print(f"\nmemory per device: arguments {_bytes(mem['argument_bytes'])}, outputs {_bytes(mem['output_bytes'])}, "
+          f"temp {_bytes(mem['temp_bytes'])}, aliased {_bytes(mem['alias_bytes'])}")
+    if outputs is not None:
+        rows = []
+        for spec, arr in zip(program.results, outputs):
+            rows.append([f"out{spec.index}", "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)])
+        print()
+        print(_table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
+        if args.outputs:
+            print(f"\nwrote {args.outputs}")
+    return 0

@@ -1,0 +1,57 @@
+"""Module ↔ bytes in the three forms the CLI reads and writes: MLIR text, MLIR bytecode,
+and StableHLO's versioned portable artifact."""
+
+from __future__ import annotations
+
+import io
+
+from jaxlib.mlir import ir
+from jaxlib.mlir._mlir_libs import _stablehlo
+
+from converter.errors import ConverterError
+from converter.mlir_context import make_context
+
+# Magic bytes: MLIR bytecode starts with 'ML\xefR'; a portable artifact is bytecode too
+# (of the vhlo dialect), told apart by parsing.
+_BYTECODE_MAGIC = b"ML\xefR"
+
+
+def module_to_bytes(module: ir.Module, emit: str = "mlir", *, debug_info: bool = True,
+                    target_version: str | None = None) -> str | bytes:
+    if emit == "mlir":
+        return module.operation.get_asm(enable_debug_info=debug_info, large_elements_limit=None)
+    if emit == "bytecode":
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
+        return buf.getvalue()
+    if emit == "portable":
+        version = target_version or _stablehlo.get_minimum_version()
+        try:
+            return _stablehlo.serialize_portable_artifact(module, version)
+        except Exception as e:  # the binding raises plain errors for unknown versions
+            raise ConverterError(f"cannot write a StableHLO {version} artifact: {e}") from None
+    raise ValueError(f"unknown --emit {emit}")
+
+
+def load_module(data: bytes, path: str = "<bytes>", context: ir.Context | None = None) -> ir.Module:
+    """Parse MLIR text, MLIR bytecode or a portable artifact."""
+    context = context or make_context()
+    with context:
+        if data.startswith(_BYTECODE_MAGIC):
+            try:
+                return _stablehlo.deserialize_portable_artifact(context, data)
+            except Exception:
+                pass
+            try:
+                return ir.Module.parse(data)
+            except ir.MLIRError as e:
+                raise ConverterError(f"{path}: not a StableHLO module: {e}") from None
+        try:
+            return ir.Module.parse(data.decode("utf-8"))
+        except (ir.MLIRError, UnicodeDecodeError) as e:
+            raise ConverterError(f"{path}: not a StableHLO module: {e}") from None
+
+
+def is_hlo_text(data: bytes) -> bool:
+    head = data.lstrip()[:64]
+    return head.startswith(b"HloModule")

@@ -1,0 +1,16 @@
+"""Passes over the imported StableHLO module: a registry of named passes, a pass manager,
+shared rewriting helpers, and one module per pass."""
+
+from passes import (  # noqa: F401  (each module registers its passes)
+    custom_call_policy,
+    drop_unused_results,
+    partitions_to_replicas,
+    strip_annotations,
+    upstream,
+)
+from passes.errors import PassError
+from passes.manager import DEFAULT_PIPELINE, parse_pipeline, run_pipeline
+from passes.registry import PASSES, Pass, PassOptions, pass_for_target, register_pass
+
+__all__ = ["DEFAULT_PIPELINE", "PASSES", "Pass", "PassError", "PassOptions", "parse_pipeline",
+           "pass_for_target", "register_pass", "run_pipeline"]

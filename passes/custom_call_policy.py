@@ -1,0 +1,54 @@
+"""custom-call-policy: after the rewrites, every custom-call left must be one the user
+allowed (--allow-custom-call) or one jaxlib's CPU runtime runs (LAPACK, DUCC FFT; kept and
+marked `hlo.cpu_only`, an error under --strict-portable).  Anything else is an error that
+names the target, the instruction and its line, and lists the targets passes rewrite."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from jaxlib.mlir import ir
+
+from passes import rewrite as rw
+from passes.errors import PassError
+from passes.registry import PASSES, PassOptions, register_pass
+
+# Registered by jaxlib for CPU but meaningless without the Python process that made the
+# dump (host callbacks).
+_NOT_PORTABLE_CPU = ("xla_buffer_python_cpu_callback", "xla_ffi_python_cpu_callback",
+                     "xla_ffi_partitioned_python_cpu_callback", "xla_python_cpu_callback")
+
+
+@lru_cache(maxsize=1)
+def cpu_runtime_targets() -> frozenset[str]:
+    """Custom-call targets jaxlib's CPU client has registered."""
+    import jax
+    from jaxlib import xla_client
+
+    jax.devices("cpu")  # the CPU client registers its targets when it starts
+    return frozenset(t for t in xla_client.custom_call_targets("cpu") if t not in _NOT_PORTABLE_CPU)
+
+
+def known_targets() -> list[str]:
+    return sorted({t for p in PASSES.values() for t in p.targets})
+
+
+@register_pass("custom-call-policy",
+               "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only")
+def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
+    unknown: list[str] = []
+    for op in rw.custom_calls(module):
+        target = rw.call_target(op)
+        if target in options.allow_custom_calls:
+            continue
+        if target in cpu_runtime_targets():
+            if options.strict_portable:
+                unknown.append(f"{rw.location_text(op)}: custom-call '{target}' runs only on jaxlib's CPU "
+                               "runtime (--strict-portable)")
+            else:
+                op.attributes["hlo.cpu_only"] = ir.UnitAttr.get()
+            continue
+        unknown.append(f"{rw.location_text(op)}: custom-call '{target}' has no portable rewrite")
+    if unknown:
+        raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
+                        + "\nkeep a target as it is with --allow-custom-call TARGET")

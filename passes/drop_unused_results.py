@@ -1,0 +1,51 @@
+"""drop-unused-results: remove results nothing reads — the scratch workspace that GPU
+library calls return, and unused results of stablehlo.if / stablehlo.case."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes import rewrite as rw
+from passes.registry import PassOptions, register_pass
+
+# GPU library calls whose trailing 1-D i8/u8 result is a workspace the library scribbles on.
+WORKSPACE_TARGETS = ("__cublas$*", "__cudnn$*", "te_fused_attn_*", "__cusolver$*")
+
+
+def _is_workspace(value: ir.Value) -> bool:
+    t = ir.RankedTensorType(value.type)
+    et = t.element_type
+    return t.rank == 1 and isinstance(et, ir.IntegerType) and ir.IntegerType(et).width == 8
+
+
+def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
+    """Recreate `op` with only the results in `keep` (regions are moved over)."""
+    attrs = {a.name: a.attr for a in op.attributes}
+    with rw.at(op):
+        new = ir.Operation.create(op.name, results=[op.results[i].type for i in keep],
+                                  operands=list(op.operands), attributes=attrs, regions=len(op.regions))
+    for old_region, new_region in zip(op.regions, new.regions):
+        for block in list(old_region.blocks):
+            block.append_to(new_region)
+    for new_index, old_index in enumerate(keep):
+        op.results[old_index].replace_all_uses_with(new.results[new_index])
+    op.erase()
+
+
+@register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results")
+def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
+    for op in rw.custom_calls(module, WORKSPACE_TARGETS):
+        results = list(op.results)
+        if results and _is_workspace(results[-1]) and not rw.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:
+            _rebuild_without(op, list(range(len(results) - 1)))
+    for op in rw.walk(module, ("stablehlo.if", "stablehlo.case")):
+        keep = [i for i, r in enumerate(op.results) if rw.has_uses(r)]
+        if len(keep) == len(op.results):
+            continue
+        for region in op.regions:
+            for block in region.blocks:
+                term = list(block.operations)[-1]
+                with term.location, ir.InsertionPoint(term):
+                    ir.Operation.create("stablehlo.return", operands=[term.operands[i] for i in keep])
+                term.erase()
+        _rebuild_without(op, keep)

@@ -1,0 +1,117 @@
+"""partitions-to-replicas: make a module of R replicas x P partitions run as N = R*P
+replicas (DESIGN §5).
+
+XLA's CPU compiler refuses num_partitions > 1 without SPMD partitioning, and a dump is
+already partitioned.  Running it as N replicas, device d (flattened id
+`replica * P + partition`) plays replica d, so:
+- `partition_id` becomes `replica_id mod P` and `replica_id` becomes `replica_id / P`;
+- every collective is rewritten to the groups of flattened ids it reached in the dump
+  (by XLA's group mode: cross-replica, cross-partition, cross-replica-and-partition or
+  flattened ids) and written in cross-replica form: explicit groups, no channel handle,
+  no use_global_device_ids (the only form all of XLA's CPU collectives accept);
+- shardings on the entry's arguments and results (which speak of partitions) move to
+  `hlo.sharding`, where the runtime still reads them;
+- the module's `mhlo.num_replicas` becomes N and `mhlo.num_partitions` 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from converter.collectives import flattened_groups, flattened_pairs, group_mode
+from passes import rewrite as rw
+from passes.registry import PassOptions, register_pass
+
+_GROUP_OPS = ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
+              "stablehlo.all_to_all", "stablehlo.collective_broadcast")
+
+
+def module_devices(module: ir.Module) -> tuple[int, int]:
+    attrs = module.operation.attributes
+    replicas = int(ir.IntegerAttr(attrs["mhlo.num_replicas"]).value) if "mhlo.num_replicas" in attrs else 1
+    partitions = int(ir.IntegerAttr(attrs["mhlo.num_partitions"]).value) if "mhlo.num_partitions" in attrs else 1
+    return replicas, partitions
+
+
+def int_matrix(attr: ir.Attribute) -> np.ndarray:
+    """A 2-D integer DenseElementsAttr (replica groups, source-target pairs) as numpy."""
+    shape = list(ir.DenseElementsAttr(attr).type.shape)
+    if 0 in shape:
+        return np.zeros(shape, np.int64)
+    return np.array(ir.DenseIntElementsAttr(attr), dtype=np.int64).reshape(shape)
+
+
+def _groups(op: ir.Operation) -> list[list[int]]:
+    # Groups shorter than the widest are padded with -1.
+    return [[int(x) for x in row if x >= 0] for row in int_matrix(op.attributes["replica_groups"])]
+
+
+def _pairs(op: ir.Operation) -> list[list[int]]:
+    return [[int(a), int(b)] for a, b in int_matrix(op.attributes["source_target_pairs"]).reshape(-1, 2)]
+
+
+def _mode(op: ir.Operation) -> str:
+    attrs = op.attributes
+    return group_mode(op.name, "channel_handle" in attrs, "use_global_device_ids" in attrs)
+
+
+def _drop_channel(op: ir.Operation) -> None:
+    for name in ("channel_handle", "use_global_device_ids"):
+        if name in op.attributes:
+            del op.attributes[name]
+
+
+@register_pass("partitions-to-replicas",
+               "run an R-replica x P-partition module as R*P replicas: rewrite partition/replica ids and collective groups")
+def partitions_to_replicas(module: ir.Module, options: PassOptions) -> None:
+    replicas, partitions = module_devices(module)
+    b = rw.build
+    for op in rw.walk(module, _GROUP_OPS):
+        groups = flattened_groups(_mode(op), _groups(op), replicas, partitions)
+        if op.name == "stablehlo.all_to_all":
+            sizes = {len(g) for g in groups}
+            count = int(ir.IntegerAttr(op.attributes["split_count"]).value)
+            if sizes != {count}:
+                raise rw.op_error(op, f"all_to_all over groups of {sorted(sizes)} devices with split_count {count}")
+        with op.context:
+            op.attributes["replica_groups"] = b.replica_groups_attr(groups)
+        _drop_channel(op)
+    for op in rw.walk(module, "stablehlo.collective_permute"):
+        pairs = flattened_pairs(_mode(op), _pairs(op), replicas, partitions)
+        with op.context:
+            op.attributes["source_target_pairs"] = b.i64_elements(pairs, shape=(len(pairs), 2))
+        _drop_channel(op)
+    for op in rw.walk(module, ("stablehlo.partition_id", "stablehlo.replica_id")):
+        with rw.at(op):
+            rid = b.op1("stablehlo.replica_id", op.results[0].type, [])
+            p = b.scalar_constant(partitions, ir.RankedTensorType(rid.type).element_type)
+            value = b.binary("remainder" if op.name == "stablehlo.partition_id" else "divide", rid, p)
+        rw.replace(op, [value])
+    for name in ("stablehlo.send", "stablehlo.recv"):
+        for op in rw.walk(module, name):
+            raise rw.op_error(op, "send/recv between devices has no CPU form; the importer turns matched "
+                                  "pairs into collective_permute")
+    attrs = module.operation.attributes
+    with module.context:
+        i32 = ir.IntegerType.get_signless(32)
+        attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, replicas * partitions)
+        attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, 1)
+        _move_shardings(module)
+
+
+def _move_shardings(module: ir.Module) -> None:
+    """`mhlo.sharding` on the entry's arguments/results → `hlo.sharding`."""
+    for op in module.body.operations:
+        if op.operation.name != "func.func":
+            continue
+        for key in ("arg_attrs", "res_attrs"):
+            if key not in op.attributes:
+                continue
+            new = []
+            for d in ir.ArrayAttr(op.attributes[key]):
+                entries = {a.name: a.attr for a in ir.DictAttr(d)}
+                if "mhlo.sharding" in entries:
+                    entries["hlo.sharding"] = entries.pop("mhlo.sharding")
+                new.append(ir.DictAttr.get(entries))
+            op.attributes[key] = ir.ArrayAttr.get(new)

@@ -1,0 +1,66 @@
+"""The registry of named passes.
+
+A pass is a function over an `ir.Module` (it rewrites the module in place) with a name
+and a one-line description.  Passes that rewrite backend custom-calls list the targets
+they handle, so that `inspect` and the unknown-target policy know what is supported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from jaxlib.mlir import ir
+
+
+@dataclass
+class PassOptions:
+    """Settings some passes read; every pass receives them."""
+
+    # Custom-call targets to keep as they are (--allow-custom-call).
+    allow_custom_calls: set[str] = field(default_factory=set)
+    # Treat CPU-only targets that jaxlib can run (LAPACK, DUCC FFT) as errors.
+    strict_portable: bool = False
+    # Source file of the module, for error messages.
+    path: str = ""
+
+
+PassFn = Callable[[ir.Module, PassOptions], None]
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    doc: str
+    run: PassFn
+    # Custom-call targets (exact names, or prefixes ending in '*') the pass rewrites.
+    targets: tuple[str, ...] = ()
+
+
+# name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
+PASSES: dict[str, Pass] = {}
+
+
+def register_pass(name: str, doc: str, targets: tuple[str, ...] = ()) -> Callable[[PassFn], PassFn]:
+    if "\n" in doc:
+        raise ValueError("a pass's description is one line")
+
+    def register(fn: PassFn) -> PassFn:
+        if name in PASSES:
+            raise ValueError(f"two passes named '{name}'")
+        PASSES[name] = Pass(name, doc, fn, targets)
+        return fn
+
+    return register
+
+
+def target_matches(pattern: str, target: str) -> bool:
+    return target.startswith(pattern[:-1]) if pattern.endswith("*") else target == pattern
+
+
+def pass_for_target(target: str) -> Pass | None:
+    """The registered pass that rewrites custom-call `target`, if any."""
+    for p in PASSES.values():
+        if any(target_matches(t, target) for t in p.targets):
+            return p
+    return None

@@ -1,0 +1,139 @@
+"""Rewriting helpers shared by every pass: finding ops, reading their attributes,
+building replacements at an op's location, replacing results.
+
+Builders for StableHLO op sequences live in `converter.importer.build` (one place for
+both the importer and the passes); this module re-exports it as `build`.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from jaxlib.mlir import ir
+
+from converter.importer import build  # noqa: F401  (re-exported for passes)
+from passes.errors import PassError
+
+
+def walk(module: ir.Module, names: str | Sequence[str] | None = None) -> list[ir.Operation]:
+    """All ops (optionally only those named `names`) in pre-order.  Returns a list, so
+    callers may rewrite while iterating."""
+    wanted = {names} if isinstance(names, str) else set(names) if names else None
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if wanted is None or op.name in wanted:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def custom_calls(module: ir.Module, targets: str | Sequence[str] | None = None) -> list[ir.Operation]:
+    """`stablehlo.custom_call` ops whose target is in `targets` (exact, or prefix*)."""
+    pats = [targets] if isinstance(targets, str) else list(targets or [])
+    out = []
+    for op in walk(module, "stablehlo.custom_call"):
+        target = call_target(op)
+        if not pats or any(target.startswith(p[:-1]) if p.endswith("*") else target == p for p in pats):
+            out.append(op)
+    return out
+
+
+def call_target(op: ir.Operation) -> str:
+    return ir.StringAttr(op.attributes["call_target_name"]).value
+
+
+def attr_to_python(attr: ir.Attribute) -> Any:
+    """A Python value for an MLIR attribute (dicts, arrays, numbers, strings, bools)."""
+    if isinstance(attr, ir.DictAttr):
+        return {a.name: attr_to_python(a.attr) for a in attr}
+    if isinstance(attr, ir.ArrayAttr):
+        return [attr_to_python(a) for a in attr]
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return int(attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr, ir.DenseBoolArrayAttr)):
+        return list(attr)
+    if isinstance(attr, ir.UnitAttr):
+        return True
+    return str(attr)
+
+
+def backend_config(op: ir.Operation) -> dict[str, Any]:
+    """A custom-call's backend_config as a dict: a typed-FFI dictionary, or a JSON string
+    (or `mhlo.backend_config` where the importer kept JSON beside an FFI call)."""
+    attrs = op.attributes
+    if "backend_config" in attrs:
+        value = attr_to_python(attrs["backend_config"])
+        if isinstance(value, dict) and value:
+            return value
+        if isinstance(value, str) and value.strip():
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise op_error(op, "backend_config is not JSON") from None
+            return parsed if isinstance(parsed, dict) else {}
+    if "mhlo.backend_config" in attrs:
+        text = attr_to_python(attrs["mhlo.backend_config"])
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            raise op_error(op, "backend_config is not JSON") from None
+    return {}
+
+
+def location_text(op: ir.Operation) -> str:
+    """`file:line:col: %name` from an op's location, for messages."""
+    loc = str(op.location)
+    import re
+
+    name = re.search(r'"([^"]+)"\("([^"]+)":(\d+):(\d+)\)', loc)
+    if name:
+        return f"{name.group(2)}:{name.group(3)}:{name.group(4)}: %{name.group(1)}"
+    return loc
+
+
+def op_error(op: ir.Operation, message: str) -> PassError:
+    what = op.name
+    if op.name == "stablehlo.custom_call":
+        what = f"custom-call {call_target(op)}"
+    return PassError(f"{location_text(op)} ({what}): {message}")
+
+
+@contextmanager
+def at(op: ir.Operation) -> Iterator[None]:
+    """Build before `op`, at its location."""
+    with op.location, ir.InsertionPoint(op):
+        yield
+
+
+def replace(op: ir.Operation, values: Sequence[ir.Value | None]) -> None:
+    """Replace each result of `op` by a value (None: the result must be unused), erase op."""
+    if len(values) != len(op.results):
+        raise op_error(op, f"replacement has {len(values)} values for {len(op.results)} results")
+    for result, value in zip(op.results, values):
+        if value is None:
+            if has_uses(result):
+                raise op_error(op, "a result that the rewrite drops is still used")
+            continue
+        if value.type != result.type:
+            raise op_error(op, f"replacement type {value.type} differs from result type {result.type}")
+        result.replace_all_uses_with(value)
+    op.erase()
+
+
+def has_uses(value: ir.Value) -> bool:
+    return any(True for _ in value.uses)
+
+
+def tensor_shape(value: ir.Value) -> list[int]:
+    return list(ir.RankedTensorType(value.type).shape)

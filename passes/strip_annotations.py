@@ -1,0 +1,31 @@
+"""strip-annotations: remove custom-calls that only annotate (sharding, host offload,
+layout) and are the identity on values (DESIGN §6)."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes import rewrite as rw
+from passes.registry import PassOptions, register_pass
+
+ANNOTATION_TARGETS = (
+    "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice",
+    "annotate_device_placement", "LayoutConstraint", "X64Combine", "InspectSharding",
+)
+
+
+@register_pass("strip-annotations",
+               "remove annotation-only custom-calls (Sharding, SPMD*Shape, MoveTo*, LayoutConstraint, ...)",
+               targets=ANNOTATION_TARGETS)
+def strip_annotations(module: ir.Module, options: PassOptions) -> None:
+    for op in rw.custom_calls(module, ANNOTATION_TARGETS):
+        target = rw.call_target(op)
+        if target == "InspectSharding":  # a callback hook with no results
+            if len(op.results) == 0:
+                op.erase()
+                continue
+        operands, results = list(op.operands), list(op.results)
+        if len(operands) != len(results) or any(a.type != r.type for a, r in zip(operands, results)):
+            raise rw.op_error(op, "changes the shape of its operand, so it is not a pure annotation here "
+                                  "(an SPMD shape change in a dump that was not partitioned?)")
+        rw.replace(op, operands)
