@@ -19,8 +19,12 @@ def _is_workspace(value: ir.Value) -> bool:
 
 
 def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
-    """Recreate `op` with only the results in `keep` (regions are moved over)."""
-    attrs = {a.name: a.attr for a in op.attributes}
+    """Recreate `op` with only the results in `keep` (regions and per-result
+    attributes follow)."""
+    attrs = {name: op.attributes[name] for name in op.attributes}
+    if "result_layouts" in attrs:
+        layouts = list(ir.ArrayAttr(attrs["result_layouts"]))
+        attrs["result_layouts"] = ir.ArrayAttr.get([layouts[i] for i in keep])
     with rw.at(op):
         new = ir.Operation.create(op.name, results=[op.results[i].type for i in keep],
                                   operands=list(op.operands), attributes=attrs, regions=len(op.regions))

@@ -584,14 +584,25 @@ class _Parser:
                 self.warnings.once(key, f"{self.path}:{self.line_col(m.start(1))[0]}: warning: unknown attribute '{key}' kept as raw text")
                 attrs[key] = A.Raw(self.raw_value())
             else:
-                attrs[key] = self.VALUE_PARSERS[kind](self)
+                attrs[key] = self.typed_value(kind, key)
 
     def module_attr(self, key: str) -> Any:
         kind = A.MODULE_ATTRS.get(key)
         if kind is None:
             self.warnings.once("module:" + key, f"{self.path}:{self.line_col(self.p)[0]}: warning: unknown module attribute '{key}' kept as raw text")
             return A.Raw(self.raw_value())
-        return self.VALUE_PARSERS[kind](self)
+        return self.typed_value(kind, key)
+
+    def typed_value(self, kind: str, key: str) -> Any:
+        start = self.skip(self.p)
+        try:
+            return self.VALUE_PARSERS[kind](self)
+        except HloParseError:
+            raise
+        except (ValueError, IndexError, KeyError, TypeError) as e:
+            # A value that matched the attribute's lexical form but does not make sense
+            # (a number too odd for int(), a list of the wrong length, ...).
+            raise self.error("", start, f"bad value for attribute '{key}': {e}") from None
 
     def v_int(self) -> int:
         return self.int_()
@@ -1226,6 +1237,9 @@ def parse_hlo(text: str, path: str = "<string>") -> Module:
         raise
     except RecursionError:
         raise parser.error("", found="nesting too deep") from None
+    except (ValueError, IndexError, KeyError, TypeError) as e:
+        # Last resort for malformed input no grammar rule anticipated: still a located error.
+        raise parser.error("", found=f"malformed input ({type(e).__name__}: {e})") from None
 
 
 def parse_hlo_file(path: str) -> Module:
