@@ -166,7 +166,10 @@ class Instruction:
     line: int
     col: int
     is_root: bool = False
-    metadata: Metadata | None = None
+    # `metadata={...}`: the checked text between the braces; `metadata` parses it on
+    # first use (most consumers of a 100 MB dump never look at most of it).
+    metadata_text: str | None = None
+    _metadata: Metadata | None = None
     # `constant(...)`: a numpy array, a tuple of literals, or None when the dump elided
     # the values as `{...}`.
     literal: Any = None
@@ -178,6 +181,19 @@ class Instruction:
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)
+
+    @property
+    def metadata(self) -> Metadata | None:
+        if self._metadata is None and self.metadata_text is not None:
+            from converter.hlo.parser import parse_metadata
+
+            self._metadata = parse_metadata(self.metadata_text)
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: Metadata | None) -> None:
+        self._metadata = value
+        self.metadata_text = None
 
 
 @dataclass(slots=True)

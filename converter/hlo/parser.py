@@ -68,7 +68,14 @@ _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")" + _W + r"=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
 _RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _NAME + r")", re.S)
+# Fast paths for the common case (no comments, array shapes, operands without tuple
+# shapes); anything else falls back to the general grammar, which also reports errors.
+_RE_HEAD_FAST = re.compile(r"\s*(ROOT\s+)?(" + _NAME + r")\s*=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\(")
+_OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _NAME + r"\s*"
+_RE_OPERANDS_FAST = re.compile(r"((?:" + _OPERAND_FAST + r",)*" + _OPERAND_FAST + r"|\s*)\)")
+_RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(" + _NAME + r")")
 _RE_COMMA_OR_CLOSE = re.compile(_W + r"([,)])", re.S)
+_RE_ATTR_FAST = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=")
 _RE_ATTR_NAME = re.compile(_W + r",?" + _W + r"([A-Za-z_][\w\-]*)" + _W + r"=" + _W, re.S)
 _RE_INT = re.compile(r"[-+]?\d+")
 _RE_FLOAT = re.compile(r"[-+]?(?:nan|inf|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
@@ -169,7 +176,10 @@ class _Parser:
         return f"'{tok}'"
 
     def skip(self, pos: int) -> int:
-        return _SKIP.match(self.s, pos).end()
+        s = self.s
+        if pos < len(s) and s[pos] not in " \t\r\n/":
+            return pos  # the common case, without a regex call
+        return _SKIP.match(s, pos).end()
 
     def expect(self, char: str) -> None:
         p = self.skip(self.p)
@@ -492,6 +502,23 @@ class _Parser:
     # --------------------------------------------------------------- instructions
     def instruction(self) -> Instruction:
         s = self.s
+        fast = _RE_HEAD_FAST.match(s, self.p)
+        if fast is not None:
+            is_root = fast.group(1) is not None
+            line, col = self.line_col(fast.start(1) if is_root else fast.start(2))
+            shape = self.array_shape(fast.group(3), fast.start(3))
+            opcode = fast.group(4)
+            instr = Instruction(fast.group(2).lstrip("%"), opcode, shape, [], {}, line, col, is_root=is_root)
+            self.p = fast.end()
+            if opcode == "constant":
+                self.literal_operand(instr)
+            elif opcode == "parameter":
+                instr.parameter_number = self.int_()
+                self.expect(")")
+            else:
+                self.operands(instr)
+            self.attributes(instr)
+            return instr
         m = _RE_INSTR_HEAD.match(s, self.p)
         if m is None:
             raise self.error("an instruction ('name = shape opcode(...)')")
@@ -517,6 +544,16 @@ class _Parser:
 
     def operands(self, instr: Instruction) -> None:
         s = self.s
+        fast = _RE_OPERANDS_FAST.match(s, self.p)
+        if fast is not None:
+            body = fast.group(1)
+            items = [item for item in _RE_OPERAND_ITEM.findall(body) if item[1]]
+            instr.operands = [name.lstrip("%") for _, name in items]
+            if any(shape for shape, _ in items):
+                offset = fast.start(1)
+                instr.operand_shapes = [self.array_shape(shape, offset) if shape else None for shape, _ in items]
+            self.p = fast.end()
+            return
         names = instr.operands
         shapes: list[Shape | None] = []
         any_shape = False
@@ -568,16 +605,18 @@ class _Parser:
         s = self.s
         attrs = instr.attrs
         while True:
-            p = self.skip(self.p)
-            if not s.startswith(",", p):
-                return
-            m = _RE_ATTR_NAME.match(s, p)
+            m = _RE_ATTR_FAST.match(s, self.p)
+            if m is None:
+                p = self.skip(self.p)
+                if not s.startswith(",", p):
+                    return
+                m = _RE_ATTR_NAME.match(s, p)
             if m is None:
                 raise self.error("an attribute ('name=value')", p + 1)
             key = m.group(1)
             self.p = m.end()
             if key == "metadata":
-                instr.metadata = self.metadata()
+                instr.metadata_text = self.metadata_text()
                 continue
             kind = A.INSTRUCTION_ATTRS.get(key)
             if kind is None:
@@ -899,31 +938,17 @@ class _Parser:
         self.expect("}")
         return A.ProgramShape(tuple(params), result)
 
-    def metadata(self) -> Metadata:
+    def metadata_text(self) -> str:
+        """The text inside `metadata={...}`, checked against the grammar; it is turned
+        into a Metadata record on first use (`parse_metadata`)."""
         p = self.skip(self.p)
         m = _RE_METADATA.match(self.s, p)
-        if m is None:
-            self.p = p
-            text = self.balanced("metadata '{op_name=\"...\" ...}'")
-            pairs = re.findall(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"{}]+))', text[1:-1])
-        else:
+        if m is not None:
             self.p = m.end()
-            pairs = _RE_METADATA_KV.findall(m.group(1))
-        md = Metadata()
-        for key, quoted, bare in pairs:
-            if key == "op_type":
-                md.op_type = c_unescape(quoted)
-            elif key == "op_name":
-                md.op_name = c_unescape(quoted)
-            elif key == "source_file":
-                md.source_file = c_unescape(quoted)
-            elif key == "source_line":
-                md.source_line = int(bare or quoted or 0)
-            elif key == "stack_frame_id":
-                md.stack_frame_id = int(bare or quoted or 0)
-            else:
-                md.extra[key] = c_unescape(quoted) if bare == "" else (int(bare) if bare.isdigit() else A.Raw(bare))
-        return md
+            return m.group(1)
+        self.p = p
+        text = self.balanced("metadata '{op_name=\"...\" ...}'")
+        return text[1:-1]
 
     VALUE_PARSERS: dict[str, Callable[["_Parser"], Any]] = {
         A.INT: v_int, A.FLOAT: v_float, A.BOOL: v_bool, A.IDENT: v_ident, A.STRING: v_string,
@@ -938,6 +963,27 @@ class _Parser:
 
 def _index(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def parse_metadata(text: str) -> Metadata:
+    """A Metadata record from the text inside `metadata={...}`."""
+    if _RE_METADATA.fullmatch("{" + text + "}"):
+        pairs = _RE_METADATA_KV.findall(text)
+    else:
+        pairs = re.findall(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"{}]+))', text)
+    md = Metadata()
+    for key, quoted, bare in pairs:
+        if key == "op_type":
+            md.op_type = c_unescape(quoted)
+        elif key == "op_name":
+            md.op_name = c_unescape(quoted)
+        elif key == "source_file":
+            md.source_file = c_unescape(quoted)
+        elif key in ("source_line", "stack_frame_id") and (bare or quoted).isdigit():
+            setattr(md, key, int(bare or quoted))
+        else:
+            md.extra[key] = c_unescape(quoted) if bare == "" else (int(bare) if bare.isdigit() else A.Raw(bare))
+    return md
 
 
 # ----------------------------------------------------------------------- literals

@@ -1,0 +1,106 @@
+"""Conversion speed, side by side with XLA's own C++ parser (DESIGN §8).
+
+    python benchmarks/conversion_benchmark.py [--sizes 1,2,4,8,16,38] [--repeat 3]
+
+For the MaxText sample (2.6 MB) and for modules made of k renamed copies of it (to show
+that time grows linearly with the dump's size, up to ~100 MB), prints the best of
+`--repeat` runs of: XLA's parser (`jaxlib._hlo.hlo_module_from_text`), our parser,
+our importer, the default pipeline (GPU custom-calls that no pass rewrites yet are
+allowed through), and the whole conversion; and the ratio to XLA's parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+SAMPLE = ROOT / "samples" / "gpu_maxtext_train_step_te_fused_attention.hlo"
+
+
+def replicate(text: str, copies: int) -> str:
+    """A module holding `copies` copies of the sample (every computation and instruction
+    name suffixed per copy); the new entry calls each copy's entry and returns a tuple."""
+    import re
+
+    from converter.hlo.parser import parse_hlo
+    from converter.hlo.printer import computation_to_text, shape_to_text
+
+    if copies == 1:
+        return text
+    base = parse_hlo(text, str(SAMPLE))
+    for comp in base.computations:
+        comp.signature = None  # signatures would need renaming too; they are optional
+    body = "\n\n".join(computation_to_text(c) for c in base.computations).replace("ENTRY %", "%")
+    name_ref = re.compile(r"%([A-Za-z_][\w.\-]*)")
+    parts = [f"HloModule {base.name}_x{copies}, num_partitions={base.num_partitions}"]
+    params, calls, results = [], [], []
+    n_param = 0
+    root_shape = shape_to_text(base.entry.root.shape)
+    for k in range(copies):
+        parts.append(name_ref.sub(lambda m, k=k: f"%{m.group(1)}.k{k}", body))
+        args = []
+        for p in base.entry.parameters:
+            params.append(f"  %p{n_param} = {shape_to_text(p.shape)} parameter({n_param})")
+            args.append(f"%p{n_param}")
+            n_param += 1
+        calls.append(f"  %call{k} = {root_shape} call({', '.join(args)}), to_apply=%{base.entry.name}.k{k}")
+        results.append(f"%call{k}")
+    entry = ["ENTRY %main {", *params, *calls,
+             f"  ROOT %out = ({', '.join([root_shape] * copies)}) tuple({', '.join(results)})", "}"]
+    return "\n\n".join(parts) + "\n\n" + "\n".join(entry) + "\n"
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,2,4,8,16,38", help="copies of the sample per module")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    import jaxlib._hlo as xla_hlo
+
+    from converter.api import convert_module
+    from converter.hlo.parser import parse_hlo
+    from converter.importer.core import import_hlo
+    from passes import PassOptions, run_pipeline
+
+    allow = PassOptions(allow_custom_calls={"__cublas$lt$matmul", "te_fused_attn_forward_ffi",
+                                            "te_fused_attn_backward_ffi"})
+    text = SAMPLE.read_text()
+    print(f"{'copies':>6} {'MB':>7} {'xla parse':>10} {'parse':>8} {'import':>8} {'passes':>8} "
+          f"{'convert':>8} {'s/MB':>6} {'x xla':>6}")
+    for k in [int(x) for x in args.sizes.split(",")]:
+        module_text = replicate(text, k)
+        mb = len(module_text.encode()) / 1e6
+        repeat = args.repeat if mb < 30 else 1
+        t_xla = best_of(lambda: xla_hlo.hlo_module_from_text(module_text), repeat)
+        t_parse = best_of(lambda: parse_hlo(module_text, "bench.hlo"), repeat)
+        hlo = parse_hlo(module_text, "bench.hlo")
+        t_import = best_of(lambda: import_hlo(hlo), repeat)
+        module = import_hlo(hlo)
+        t_passes = best_of(lambda: run_pipeline(import_hlo(hlo), "default", allow), 1) - t_import
+        del module
+        t_convert = best_of(lambda: convert_module(parse_hlo(module_text, "bench.hlo"), pass_options=allow), repeat)
+        print(f"{k:>6} {mb:>7.1f} {t_xla:>9.3f}s {t_parse:>7.3f}s {t_import:>7.3f}s {t_passes:>7.3f}s "
+              f"{t_convert:>7.3f}s {t_convert / mb:>6.3f} {t_convert / t_xla:>6.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
