@@ -2,10 +2,12 @@
 shared rewriting helpers, and one module per pass."""
 
 from passes import (  # noqa: F401  (each module registers its passes)
+    collective_cleanup,
     custom_call_policy,
     drop_unused_results,
     partitions_to_replicas,
     strip_annotations,
+    tpu_async_collectives,
     upstream,
 )
 from passes.errors import PassError

@@ -17,11 +17,13 @@ from passes.registry import PASSES, PassOptions
 # backend rewrites come first, then the cleanups that remove what they left unused.
 DEFAULT_PIPELINE: tuple[str, ...] = (
     "strip-annotations",
+    "tpu-async-collectives",
     "cublas-gemm",
     "drop-unused-results",
     "custom-call-policy",
     "cse",
     "canonicalize",
+    "collective-cleanup",
 )
 
 

@@ -131,6 +131,14 @@ def replace(op: ir.Operation, values: Sequence[ir.Value | None]) -> None:
     op.erase()
 
 
+def defining_op(value: ir.Value) -> ir.Operation | None:
+    """The op that produces `value`, or None for a block argument."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation
+
+
 def has_uses(value: ir.Value) -> bool:
     return any(True for _ in value.uses)
 

@@ -26,6 +26,10 @@ def collective_attrs(ctx, with_global_ids: bool = True) -> dict[str, ir.Attribut
         attrs["channel_handle"] = b.channel_handle(ctx.attrs["channel_id"])
     if with_global_ids and ctx.attrs.get("use_global_device_ids"):
         attrs["use_global_device_ids"] = ir.UnitAttr.get()
+    frontend = ctx.attrs.get("frontend_attributes")
+    if frontend:
+        # Kept for passes that match chains of collectives (TPU `chain_id`).
+        attrs["mhlo.frontend_attributes"] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in frontend.items()})
     return attrs
 
 

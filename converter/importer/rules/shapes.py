@@ -53,17 +53,28 @@ def import_bitcast(ctx, x):
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
     src_order = _major_to_minor(src)
-    y = b.transpose(x, src_order)
-    if src.element_type != dst.element_type:
-        if src_bits != dst_bits:
-            raise ctx.error(f"bitcast between {src.element_type} and {dst.element_type} of different widths")
-        y = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(y, element=ir.RankedTensorType(ctx.result_type()).element_type), [y])
     dst_order = _major_to_minor(dst)
-    y = b.reshape(y, [dst.dims[d] for d in dst_order])
+    src_phys = [src.dims[d] for d in src_order]
+    dst_phys = [dst.dims[d] for d in dst_order]
     inverse = [0] * len(dst_order)
     for i, d in enumerate(dst_order):
         inverse[d] = i
+    if src.element_type != dst.element_type:
+        if src_bits != dst_bits:
+            raise ctx.error(f"bitcast between {src.element_type} and {dst.element_type} of different widths")
+        x = b.op1("stablehlo.bitcast_convert",
+                  b.tensor_type_like(x, element=ir.RankedTensorType(ctx.result_type()).element_type), [x])
+    if _moves_only_unit_dims(src.dims, src_order) and _moves_only_unit_dims(dst_phys, inverse):
+        # Physical order equals logical order up to size-1 dims: one reshape says it all.
+        return b.reshape(x, list(dst.dims))
+    y = b.transpose(x, src_order)
+    y = b.reshape(y, dst_phys)
     return b.transpose(y, inverse)
+
+
+def _moves_only_unit_dims(dims, perm) -> bool:
+    kept = [p for p in perm if dims[p] != 1]
+    return kept == sorted(kept)
 
 
 @import_rule("slice")

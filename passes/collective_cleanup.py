@@ -1,0 +1,43 @@
+"""collective-cleanup: remove collectives whose results nothing reads and merge identical
+collectives on the same operands.
+
+MLIR's DCE and CSE leave collectives alone because they communicate.  A dump is an SPMD
+program — every device runs the same code — so dropping or merging a collective drops or
+merges it on every device at once, and no device waits for a partner that never comes.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes import rewrite as rw
+from passes.registry import PassOptions, register_pass
+
+COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
+               "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
+
+
+def _key(op: ir.Operation) -> tuple:
+    attrs = tuple(sorted((name, str(op.attributes[name])) for name in op.attributes))
+    regions = tuple(str(r.blocks[0]) for r in op.regions if len(r.blocks))
+    return (op.name, tuple(op.operands), attrs, regions, tuple(str(r.type) for r in op.results))
+
+
+@register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)")
+def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
+    changed = True
+    while changed:  # erasing one collective can leave the one feeding it unused
+        changed = False
+        seen: dict[tuple, list[ir.Operation]] = {}
+        for op in rw.walk(module, COLLECTIVES):
+            if not any(rw.has_uses(r) for r in op.results):
+                op.erase()
+                changed = True
+                continue
+            same = seen.setdefault(_key(op), [])
+            first = next((f for f in same if f.block == op.block and f.is_before_in_block(op)), None)
+            if first is not None:
+                rw.replace(op, list(first.results))
+                changed = True
+            else:
+                same.append(op)

@@ -1,0 +1,82 @@
+"""TPU async collective fusions (AsyncCollectiveStart/Done) become one all-gather each.
+
+The sample `tpu_spmd_mlp_async_collective_fusion.hlo` is run at a reduced size (every
+dimension scaled down, the program text otherwise untouched) against a NumPy reference
+of the MLP the dump computes; the full size is a slow test.
+"""
+
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converter.api import convert_text
+from converter.runtime import program_from_module
+from tests.conftest import SAMPLES
+from tests.helpers import assert_close
+
+SAMPLE = SAMPLES / "tpu_spmd_mlp_async_collective_fusion.hlo"
+SCALE = {"32": "2", "512": "4", "4096": "16", "3584": "12", "14336": "48"}
+
+
+def scaled_sample() -> str:
+    def shrink(m: re.Match) -> str:
+        dims = ",".join(SCALE.get(d, d) for d in m.group(2).split(",")) if m.group(2) else ""
+        return m.group(1) + dims + "]"
+
+    return re.sub(r"\b((?:f32|bf16|s32|u32|pred)\[)([\d,]*)\]", shrink, SAMPLE.read_text())
+
+
+def mlp_reference(arg0, arg1, arg2, arg3):
+    """Per device d: silu((x_d·W3ᵀ)·(x_d·W1ᵀ))·W0ᵀ, the weights converted to bf16 and
+    all-gathered (W1, W3 along rows, W0 along columns), as the dump computes."""
+    bf = lambda a: a.astype(ml_dtypes.bfloat16).astype(np.float64)  # noqa: E731
+    w1 = np.concatenate([bf(a) for a in arg1], axis=0)
+    w3 = np.concatenate([bf(a) for a in arg3], axis=0)
+    w0 = np.concatenate([bf(a) for a in arg0], axis=1)
+    outs = []
+    for x in arg2.astype(np.float64):
+        h = (x @ w3.T) * (x @ w1.T)
+        g = h / (1 + np.exp(-h))
+        outs.append(g @ w0.T)
+    return np.stack(outs).astype(np.float32)
+
+
+def _count(text: str, needle: str) -> int:
+    return len(re.findall(needle, text))
+
+
+def test_chains_become_one_all_gather_per_weight():
+    module = convert_text(scaled_sample(), "scaled.hlo")
+    text = str(module)
+    assert "custom_call" not in text
+    assert _count(text, r"stablehlo\.all_gather") == 3  # one per weight
+    assert "AsyncCollective" not in text
+
+
+def test_scaled_sample_matches_numpy_reference():
+    program = program_from_module(convert_text(scaled_sample(), "scaled.hlo"))
+    assert program.num_devices == 4
+    inputs = program.random_inputs(seed=3)
+    (out,) = program(*inputs)
+    # f32 activations against bf16 weights (exact in f32) with f32 accumulation over
+    # 16-48 terms; the reference accumulates in f64.
+    assert_close(out, mlp_reference(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_flag_read_by_compute_is_an_error():
+    text = scaled_sample().replace(
+        "ROOT tuple = (f32[2,4,16]{2,1,0:T(8,128)}) tuple(fusion)",
+        "flag = u32[]{:S(2)} get-tuple-element(async-collective-start), index=5\n"
+        "  ROOT tuple = (f32[2,4,16]{2,1,0:T(8,128)}, u32[]{:S(2)}) tuple(fusion, flag)")
+    with pytest.raises(Exception, match="flag result 5 is read by"):
+        convert_text(text, "scaled.hlo")
+
+
+@pytest.mark.slow
+def test_full_size_sample_matches_numpy_reference():
+    program = program_from_module(convert_text(SAMPLE.read_text(), str(SAMPLE)))
+    inputs = program.random_inputs(seed=0)
+    (out,) = program(*inputs)
+    assert_close(out, mlp_reference(*inputs), rtol=2e-3, atol=2e-3)
