@@ -73,6 +73,12 @@ def import_custom_call(ctx, *operands):
     if constraints:
         attrs["operand_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in constraints])
         attrs["result_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in ctx.shape.leaves()])
+    else:
+        # The dump's physical layouts, as information for passes: a backend call's meaning
+        # can depend on them (cuBLAS adds a GEMM's bias along the output's minor dims).
+        attrs["hlo.operand_layouts"] = ir.ArrayAttr.get(
+            [_layout_attr(s) for i in range(len(ctx.instr.operands)) for s in ctx.operand_shape(i).leaves()])
+        attrs["hlo.result_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in ctx.shape.leaves()])
     frontend = a.get("frontend_attributes")
     if frontend:
         attrs["mhlo.frontend_attributes"] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in frontend.items()})
