@@ -3,14 +3,32 @@
     import converter
     module = converter.convert_file("dump.hlo")          # jaxlib.mlir ir.Module
     hlo = converter.parse_hlo_file("dump.hlo")           # typed HLO IR
+    prog = converter.load("dump.hlo"); prog(*inputs)     # compile and run on CPU
+
+Names are imported on first use, so that `python -m converter` can configure jaxlib's
+logging before jaxlib loads.
 """
 
-from converter.api import convert_file, convert_module, convert_text
-from converter.errors import ConverterError
-from converter.hlo.parser import HloParseError, parse_hlo, parse_hlo_file
-from converter.importer.core import HloImportError, ImportOptions, import_hlo
+from __future__ import annotations
 
-__all__ = [
-    "ConverterError", "HloImportError", "HloParseError", "ImportOptions", "convert_file",
-    "convert_module", "convert_text", "import_hlo", "parse_hlo", "parse_hlo_file",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "convert_file": "converter.api", "convert_module": "converter.api", "convert_text": "converter.api",
+    "ConverterError": "converter.errors",
+    "HloParseError": "converter.hlo.parser", "parse_hlo": "converter.hlo.parser",
+    "parse_hlo_file": "converter.hlo.parser",
+    "HloImportError": "converter.importer.core", "ImportOptions": "converter.importer.core",
+    "import_hlo": "converter.importer.core",
+    "load": "converter.runtime", "Program": "converter.runtime",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'converter' has no attribute '{name}'")
+    return getattr(importlib.import_module(module), name)

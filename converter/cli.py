@@ -6,8 +6,11 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Callable
+
+# jaxlib's C++ logging (device lists at INFO) is noise on a command line; it reads this
+# when jaxlib loads, which happens only after this module is imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
@@ -40,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dump", help="HLO text dump")
     p.add_argument("-o", "--output", help="output file (default: stdout)")
     p.add_argument("--emit", choices=["mlir", "bytecode", "portable"], default="mlir")
-    p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: jaxlib's minimum)")
+    p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: what consumers of the last 12 weeks read)")
     p.add_argument("--no-debug-info", action="store_true", help="print without locations")
     _add_pipeline_args(p)
 
@@ -67,8 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
     p.add_argument("dump")
-    p.add_argument("--inputs")
-    p.add_argument("--against-xla", action="store_true")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--against-xla", action="store_true",
+                   help="also run the original dump through XLA itself (when XLA can compile it) and compare")
+    _add_pipeline_args(p)
 
     p = sub.add_parser("memory", help="read an XLA buffer-assignment dump")
     p.add_argument("buffer_assignment")
@@ -162,6 +168,44 @@ def cmd_run(args) -> int:
     return run_command(args)
 
 
+def cmd_export(args) -> int:
+    """HLO text of a StableHLO file (.mlir, bytecode, portable artifact), or of a dump
+    after conversion (the round trip's second half)."""
+    from converter.export import export_hlo_text
+    from converter.serialize import is_hlo_text
+
+    with open(args.input, "rb") as f:
+        head = f.read(64)
+    if is_hlo_text(head):
+        from converter.api import convert_file
+
+        module = convert_file(args.input)
+    else:
+        module = _load_mlir(args.input)
+    text = export_hlo_text(module)
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _load_mlir(path: str):
+    from converter.serialize import load_module
+
+    with open(path, "rb") as f:
+        return load_module(f.read(), path)
+
+
+def cmd_check(args) -> int:
+    from converter.check import check_dump, format_report
+
+    report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, args.pipeline,
+                        _import_options(args), _pass_options(args))
+    print(format_report(report))
+    return EXIT_OK if report.ok else EXIT_INPUT
+
+
 def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
     def handler(args) -> int:
         print(f"hlo-roundtrip {name}: not built yet", file=sys.stderr)
@@ -175,15 +219,13 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "inspect": cmd_inspect,
     "passes": cmd_passes,
-    "export": _not_built("export"),
-    "check": _not_built("check"),
+    "export": cmd_export,
+    "check": cmd_check,
     "memory": _not_built("memory"),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
-    # jaxlib's C++ logging (device lists at INFO) is noise on a command line.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

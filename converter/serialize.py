@@ -25,12 +25,24 @@ def module_to_bytes(module: ir.Module, emit: str = "mlir", *, debug_info: bool =
         module.operation.write_bytecode(buf)
         return buf.getvalue()
     if emit == "portable":
-        version = target_version or _stablehlo.get_minimum_version()
+        version = target_version or default_target_version()
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
         try:
-            return _stablehlo.serialize_portable_artifact(module, version)
+            # The string form works on a copy; serializing the ir.Module itself would turn
+            # the caller's module into VHLO in place.
+            return _stablehlo.serialize_portable_artifact_str(buf.getvalue(), version)
         except Exception as e:  # the binding raises plain errors for unknown versions
             raise ConverterError(f"cannot write a StableHLO {version} artifact: {e}") from None
     raise ValueError(f"unknown --emit {emit}")
+
+
+def default_target_version() -> str:
+    """The StableHLO version a portable artifact targets unless told otherwise: what
+    consumers built in the last 12 weeks can read (jax export uses 4 weeks).  The
+    minimum version (0.9.0) lacks ops real dumps need, such as variadic all_reduce."""
+    return _stablehlo.get_version_from_compatibility_requirement(
+        _stablehlo.StablehloCompatibilityRequirement.WEEK_12)
 
 
 def load_module(data: bytes, path: str = "<bytes>", context: ir.Context | None = None) -> ir.Module:

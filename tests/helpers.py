@@ -11,19 +11,7 @@ from converter.api import convert_text
 from converter.runtime import Program, program_from_module
 from converter.xla_oracle import run_with_xla
 
-# Relative/absolute tolerance per dtype, for results computed by *different* code paths
-# (XLA's HLO vs our StableHLO recompiled: fusion and op order may differ).  Each is a few
-# units in the last place of the type, since both sides round once per op.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-12, 1e-12),
-    "float32": (2e-5, 1e-5),
-    "complex64": (2e-5, 1e-5),
-    "complex128": (1e-12, 1e-12),
-    "float16": (4e-3, 2e-3),
-    "bfloat16": (3e-2, 1e-2),
-    "float8_e4m3fn": (1.3e-1, 2e-2),
-    "float8_e5m2": (2.6e-1, 4e-2),
-}
+from converter.compare import TOLERANCES  # noqa: E402  (one table for tests and `check`)
 
 
 def convert_program(hlo_text: str, pipeline: str = "default", **kwargs) -> Program:
