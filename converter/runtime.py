@@ -15,6 +15,7 @@ import io
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -311,7 +312,7 @@ def read_inputs(path: str, program: Program) -> list[np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise RuntimeInputError(f"{path}: not a readable .npz file ({e})") from None
     expected = [f"arg{i}" for i in range(len(program.params))]
     missing = [k for k in expected if k not in arrays]

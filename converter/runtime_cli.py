@@ -88,7 +88,15 @@ def run_command(args) -> int:
     finally:
         progress.done()
     if outputs is not None and args.global_arrays and n > 1:
-        outputs = [assemble_global(o, spec.sharding) for o, spec in zip(outputs, program.results)]
+        assembled = []
+        for o, spec in zip(outputs, program.results):
+            whole = assemble_global(o, spec.sharding)
+            if whole is None:
+                print(f"warning: out{spec.index}: the dump gives no sharding for this output; it is written "
+                      f"per device (leading axis of {n})", file=sys.stderr)
+                whole = o
+            assembled.append(whole)
+        outputs = assembled
     if outputs is not None and args.outputs:
         runtime.write_outputs(args.outputs, outputs)
 

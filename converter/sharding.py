@@ -48,11 +48,15 @@ def split_global(array: np.ndarray, local_shape: tuple[int, ...], sharding_text:
     return out
 
 
-def assemble_global(per_device: np.ndarray, sharding_text: str | None) -> np.ndarray:
+def assemble_global(per_device: np.ndarray, sharding_text: str | None) -> np.ndarray | None:
     """The global array from device pieces ([n, *local]); padding of uneven shards is
-    kept (the dump does not say the unpadded size)."""
+    kept (the dump does not say the unpadded size).  None when the dump gives no
+    sharding for the output (optimized dumps often drop the root's): only the per-device
+    values are known then."""
     sh = _parse(sharding_text)
-    if sh is None or sh.kind in ("replicated", "manual", "unknown"):
+    if sh is None or sh.kind in ("manual", "unknown"):
+        return None
+    if sh.kind == "replicated":
         return per_device[0]
     if sh.kind == "maximal":
         return per_device[sh.device]

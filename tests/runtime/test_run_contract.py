@@ -1,0 +1,188 @@
+"""`hlo-roundtrip run`: the .npz file contract, input checking, multi-device execution,
+--global splitting by shardings, and the sample dumps (scaled down here, full size slow)."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from converter.cli import main
+from converter.runtime import load
+from tests.conftest import SAMPLES
+from tests.helpers import assert_close
+
+ALLREDUCE = SAMPLES / "tpu_mlp_allreduce_4_replicas.hlo"
+SCALE = {"8": "2", "128": "4", "4096": "16", "3584": "12"}
+
+BF16_MODULE = """HloModule bf16io
+ENTRY main {
+  x = bf16[3,4]{1,0} parameter(0)
+  i = s8[3]{0} parameter(1)
+  c = f32[3,4]{1,0} convert(x)
+  e = f32[3,4]{1,0} exponential(c)
+  b = bf16[3,4]{1,0} convert(e)
+  n = s8[3]{0} negate(i)
+  ROOT t = (bf16[3,4]{1,0}, s8[3]{0}) tuple(b, n)
+}
+"""
+
+
+def scaled_allreduce(tmp_path) -> str:
+    text = re.sub(r"\b(f32\[)([\d,]*)\]",
+                  lambda m: m.group(1) + ",".join(SCALE.get(d, d) for d in m.group(2).split(",") if d) + "]",
+                  ALLREDUCE.read_text())
+    path = tmp_path / "allreduce_small.hlo"
+    path.write_text(text)
+    return str(path)
+
+
+def allreduce_reference(p0, p1, p2, p3, p4):
+    """Per replica r: y_r = silu((x·W4ᵀ)·(x·W2ᵀ))·W1ᵀ with x = p3; the dump sums y over
+    the 4 replicas (all-reduce, empty groups = all replicas)."""
+    ys = []
+    for r in range(p3.shape[0]):
+        x = p3[r].astype(np.float64)
+        m = (x @ p4[r].T) * (x @ p2[r].T)
+        ys.append((m / (1 + np.exp(-m))) @ p1[r].T)
+    total = np.sum(ys, axis=0)
+    return np.stack([total] * p3.shape[0]).astype(np.float32)
+
+
+def test_run_writes_outputs_keyed_per_device(tmp_path, capsys):
+    dump = scaled_allreduce(tmp_path)
+    rng = np.random.default_rng(1)
+    shapes = [(4,), (4, 16, 12), (4, 12, 16), (4, 2, 4, 16), (4, 12, 16)]
+    inputs = {f"arg{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    np.savez(tmp_path / "in.npz", **inputs)
+    assert main(["run", dump, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz")]) == 0
+    table = capsys.readouterr().out
+    assert "4 device(s)" in table and "out0" in table and "compile" in table and "temp" in table
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as out:
+        assert out.files == ["out0"]
+        # Accumulations of 12-16 f32 terms; the reference sums in f64.
+        assert_close(out["out0"], allreduce_reference(*inputs.values()), rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_and_int8_round_trip_through_npz(tmp_path):
+    path = tmp_path / "bf16.hlo"
+    path.write_text(BF16_MODULE)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16) / 8
+    np.savez(tmp_path / "in.npz", arg0=x, arg1=np.array([1, -2, 3], np.int8))
+    with np.load(tmp_path / "in.npz") as f:
+        assert f["arg0"].dtype == np.dtype("V2")  # how np.savez stores bf16
+    assert main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz")]) == 0
+    with np.load(tmp_path / "out.npz") as f:
+        out0 = f["out0"].view(ml_dtypes.bfloat16)
+        # exp of bf16 inputs, computed in f32 and rounded once to bf16: equal to NumPy's
+        # f32 exp rounded to bf16 except at rounding ties (1 bf16 ulp).
+        assert_close(out0, np.exp(x.astype(np.float32)).astype(ml_dtypes.bfloat16), rtol=8e-3, atol=0)
+        np.testing.assert_array_equal(f["out1"], np.array([-1, 2, -3], np.int8))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("count", "missing arg1"),
+    ("extra", "unexpected key(s) arg2"),
+    ("shape", "arg0 (x, bf16[3,4]): expected shape (3, 4), got (4, 3)"),
+    ("dtype", "arg1 (i, s8[3]): expected dtype int8, got float32"),
+    ("corrupt", "not a readable .npz file"),
+])
+def test_bad_inputs_exit_1_naming_the_parameter(tmp_path, capsys, case, message):
+    path = tmp_path / "bf16.hlo"
+    path.write_text(BF16_MODULE)
+    x = np.zeros((3, 4), ml_dtypes.bfloat16)
+    i = np.zeros(3, np.int8)
+    inputs = {"count": dict(arg0=x), "extra": dict(arg0=x, arg1=i, arg2=i),
+              "shape": dict(arg0=np.zeros((4, 3), ml_dtypes.bfloat16), arg1=i),
+              "dtype": dict(arg0=x, arg1=i.astype(np.float32)), "corrupt": None}[case]
+    npz = tmp_path / "in.npz"
+    if inputs is None:
+        npz.write_bytes(b"PK\x03\x04 definitely not a zip")
+    else:
+        np.savez(npz, **inputs)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(path), "--inputs", str(npz), "--outputs", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_shard_map_dump_runs_per_device_and_matches_jax(tmp_path):
+    """A JAX program over 4 CPU devices with psum, all_gather and ppermute: its optimized
+    HLO, run by `hlo-roundtrip run` on per-device inputs, matches JAX's own shards."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+
+    def body(a, b):
+        s = jax.lax.psum(a * 2.0, "x")
+        g = jax.lax.all_gather(b, "x", tiled=True)
+        p = jax.lax.ppermute(a, "x", [(i, (i + 1) % 4) for i in range(4)])
+        return s + p, g * jax.lax.axis_index("x").astype(jnp.float32)
+
+    f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P("x")), out_specs=(P("x"), P("x"))))
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((8, 3)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    dump = tmp_path / "shard_map.hlo"
+    dump.write_text(f.lower(a, b).compile().as_text())
+    per_device = lambda x: np.stack(np.split(x, 4))  # noqa: E731  (device d holds block d)
+    np.savez(tmp_path / "in.npz", arg0=per_device(a), arg1=per_device(b))
+    assert main(["run", str(dump), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz")]) == 0
+    want = f(a, b)
+    with np.load(tmp_path / "out.npz") as out:
+        for k, w in enumerate(want):
+            shards = sorted(w.addressable_shards, key=lambda s: s.device.id)
+            assert_close(out[f"out{k}"], np.stack([np.asarray(s.data) for s in shards]), what=f"out{k}")
+
+
+def test_global_inputs_are_split_by_sharding(tmp_path, capsys):
+    """--global: whole arrays in, split by the dump's parameter shardings.  CPU dumps
+    drop the root's sharding, so the output comes back per device, with a warning."""
+    mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+    f = jax.jit(lambda w, x: jnp.tanh(x @ w), in_shardings=(NamedSharding(mesh, P(None, "x")), NamedSharding(mesh, P())),
+                out_shardings=NamedSharding(mesh, P(None, "x")))
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    dump = tmp_path / "sharded.hlo"
+    dump.write_text(f.lower(w, x).compile().as_text())
+    np.savez(tmp_path / "in.npz", arg0=w, arg1=x)
+    assert main(["run", str(dump), "--global", "--inputs", str(tmp_path / "in.npz"),
+                 "--outputs", str(tmp_path / "out.npz")]) == 0
+    assert "gives no sharding for this output" in capsys.readouterr().err
+    want = f(w, x)
+    with np.load(tmp_path / "out.npz") as out:
+        shards = sorted(want.addressable_shards, key=lambda s: s.device.id)
+        assert_close(out["out0"], np.stack([np.asarray(s.data) for s in shards]))
+
+
+def test_global_outputs_assembled_by_the_root_sharding():
+    from converter.sharding import assemble_global, split_global
+
+    rng = np.random.default_rng(3)
+    whole = rng.standard_normal((4, 6)).astype(np.float32)
+    # 2x2 tiles over devices in iota order; and a sharding replicated over pairs.
+    for text in ("{devices=[2,2]<=[4]}", "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+                 "{devices=[2,2]<=[2,2]T(1,0)}"):
+        local = (2, 3) if "last_tile" not in text else (2, 6)
+        pieces = split_global(whole, local, text, 4)
+        assert_close(assemble_global(pieces, text), whole)
+    assert assemble_global(split_global(whole, (4, 6), "{replicated}", 4), "{replicated}") is not None
+
+
+def test_program_api_memory_and_compile_only():
+    program = load(str(ALLREDUCE))
+    mem = program.compile_only()
+    assert mem["argument_bytes"] == 4 + 2 * (4096 * 3584 * 4) + 3584 * 4096 * 4 + 8 * 128 * 4096 * 4
+    assert mem["output_bytes"] >= 8 * 128 * 4096 * 4
+    assert [s.describe() for s in program.params][:2] == ["f32[]", "f32[4096,3584]"]
+
+
+@pytest.mark.slow
+def test_full_size_allreduce_sample_matches_numpy():
+    program = load(str(ALLREDUCE))
+    inputs = program.random_inputs(seed=0)
+    (out,) = program(*inputs)
+    assert_close(out, allreduce_reference(*inputs), rtol=1e-3, atol=1e-2)
