@@ -230,34 +230,44 @@ class Program:
                 f"{' …' if len(names) > 8 else ''}; the outputs would be made up.  Re-dump with "
                 "XLA_FLAGS=--xla_dump_large_constants, or pass --elided-constants=zeros|random "
                 "(ImportOptions(elided_constants=...)) to run anyway")
-        arrays = self.check_inputs(arrays)
-        executable = self.compile(progress)
-        import jax
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-        devices = self._devices
-        n = self.num_devices
-        mesh = Mesh(np.array(devices), ("d",))
-        sharding = NamedSharding(mesh, PartitionSpec())
-        args = []
-        for spec, arr in zip(self.params, arrays):
-            per_device = [arr[d] for d in range(n)] if n > 1 else [arr]
-            bufs = [jax.device_put(x, dev) for x, dev in zip(per_device, devices)]
-            args.append(jax.make_array_from_single_device_arrays(spec.shape, sharding, bufs))
+        device_args = self.to_device(self.check_inputs(arrays), progress)
         if progress:
             progress("execute")
         start = time.perf_counter()
-        results = executable.execute_sharded(args)
-        per_output = results.disassemble_into_single_device_arrays()
-        for outs in per_output:
-            for o in outs:
-                o.block_until_ready()
+        per_output = self.execute_on_device(device_args)
         self.timings["execute"] = time.perf_counter() - start
+        n = self.num_devices
         out = []
         for outs in per_output:
             host = [np.asarray(o) for o in outs]
             out.append(np.stack(host) if n > 1 else host[0])
         return out
+
+    def to_device(self, arrays: Sequence[np.ndarray], progress: Callable[[str], None] | None = None) -> list[Any]:
+        """Checked host inputs → one jax.Array per parameter holding each device's value."""
+        self.compile(progress)
+        import jax
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        devices = self._devices
+        n = self.num_devices
+        sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec())
+        args = []
+        for spec, arr in zip(self.params, arrays):
+            per_device = [arr[d] for d in range(n)] if n > 1 else [arr]
+            bufs = [jax.device_put(x, dev) for x, dev in zip(per_device, devices)]
+            args.append(jax.make_array_from_single_device_arrays(spec.shape, sharding, bufs))
+        return args
+
+    def execute_on_device(self, device_args: Sequence[Any]) -> list[list[Any]]:
+        """Run on arrays already on the devices; per output, per device, on the devices
+        (the part a benchmark times)."""
+        results = self.compile().execute_sharded(list(device_args))
+        per_output = results.disassemble_into_single_device_arrays()
+        for outs in per_output:
+            for o in outs:
+                o.block_until_ready()
+        return per_output
 
 
 def program_from_module(module: ir.Module, hlo: Module | None = None, path: str = "",

@@ -131,6 +131,32 @@ def replace(op: ir.Operation, values: Sequence[ir.Value | None]) -> None:
     op.erase()
 
 
+def lookup_function(module: ir.Module, name: str) -> ir.Operation:
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op.operation
+    raise PassError(f"the module has no function @{name}")
+
+
+def clone_function_body(fn: ir.Operation, args: Sequence[ir.Value]) -> list[ir.Value]:
+    """Clone the single-block body of `fn` at the current insertion point with its
+    arguments replaced by `args`; returns the values it returns.  (MLIR's inliner will
+    not inline into StableHLO regions such as a sort comparator.)"""
+    block = fn.regions[0].blocks[0]
+    mapping: dict[ir.Value, ir.Value] = dict(zip(block.arguments, args))
+    for op in block.operations:
+        op = op.operation
+        if op.name in ("func.return", "stablehlo.return"):
+            return [mapping.get(v, v) for v in op.operands]
+        new = op.clone().operation
+        for old in list(op.operands):
+            if old in mapping:
+                new.replace_uses_of_with(old, mapping[old])
+        for old, fresh in zip(op.results, new.results):
+            mapping[old] = fresh
+    raise PassError(f"function {ir.StringAttr(fn.attributes['sym_name']).value} has no return")
+
+
 def defining_op(value: ir.Value) -> ir.Operation | None:
     """The op that produces `value`, or None for a block argument."""
     owner = value.owner
