@@ -7,6 +7,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     drop_unused_results,
     partitions_to_replicas,
     strip_annotations,
+    threefry,
     topk,
     tpu_async_collectives,
     upstream,

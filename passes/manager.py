@@ -19,6 +19,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "strip-annotations",
     "tpu-async-collectives",
     "topk",
+    "threefry",
     "cublas-gemm",
     "drop-unused-results",
     "custom-call-policy",
