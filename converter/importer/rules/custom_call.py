@@ -8,9 +8,12 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.hlo.printer import sharding_to_text
+from converter.hlo.attrs import INSTRUCTION_ATTRS
+from converter.hlo.printer import attr_to_text, sharding_to_text
 from converter.importer import build as b
 from converter.importer.registry import import_rule
+
+CONVOLUTION_ATTRS = ("window", "dim_labels", "feature_group_count", "batch_group_count", "operand_precision")
 
 API_VERSIONS = {
     "API_VERSION_UNSPECIFIED": 0, "API_VERSION_ORIGINAL": 1, "API_VERSION_STATUS_RETURNING": 2,
@@ -85,5 +88,10 @@ def import_custom_call(ctx, *operands):
     sharding = a.get("sharding")
     if sharding is not None:
         attrs["mhlo.sharding"] = ir.StringAttr.get(sharding_to_text(sharding))
+    # Convolution-shaped calls (cuDNN convolutions) carry the convolution's window and
+    # dimension labels as instruction attributes: keep them, as HLO text, for passes.
+    for key in CONVOLUTION_ATTRS:
+        if key in a:
+            attrs[f"hlo.{key}"] = ir.StringAttr.get(attr_to_text(key, a[key], INSTRUCTION_ATTRS).split("=", 1)[1])
     op = b.op("stablehlo.custom_call", ctx.result_types(), leaves, attrs)
     return list(op.results)
