@@ -253,10 +253,13 @@ class Program:
         n = self.num_devices
         sharding = NamedSharding(Mesh(np.array(devices), ("d",)), PartitionSpec())
         args = []
-        for spec, arr in zip(self.params, arrays):
-            per_device = [arr[d] for d in range(n)] if n > 1 else [arr]
-            bufs = [jax.device_put(x, dev) for x, dev in zip(per_device, devices)]
-            args.append(jax.make_array_from_single_device_arrays(spec.shape, sharding, bufs))
+        # 64-bit arrays must reach the device as they are: without x64, jax.device_put
+        # would silently narrow f64/s64/u64/c128 to 32 bits.
+        with jax.enable_x64(True):
+            for spec, arr in zip(self.params, arrays):
+                per_device = [arr[d] for d in range(n)] if n > 1 else [arr]
+                bufs = [jax.device_put(x, dev) for x, dev in zip(per_device, devices)]
+                args.append(jax.make_array_from_single_device_arrays(spec.shape, sharding, bufs))
         return args
 
     def execute_on_device(self, device_args: Sequence[Any]) -> list[list[Any]]:

@@ -172,6 +172,25 @@ def test_global_outputs_assembled_by_the_root_sharding():
     assert assemble_global(split_global(whole, (4, 6), "{replicated}", 4), "{replicated}") is not None
 
 
+def test_64_bit_types_reach_the_device_unnarrowed(tmp_path):
+    """JAX narrows 64-bit inputs unless x64 is on; the runtime must not."""
+    path = tmp_path / "wide.hlo"
+    path.write_text("""HloModule wide
+ENTRY main {
+  x = f64[3]{0} parameter(0)
+  i = s64[3]{0} parameter(1)
+  y = f64[3]{0} multiply(x, x)
+  j = s64[3]{0} add(i, i)
+  ROOT t = (f64[3]{0}, s64[3]{0}) tuple(y, j)
+}
+""")
+    x = np.array([1 + 2**-40, 3.0, -1e300], np.float64)
+    i = np.array([2**40, -5, 2**62], np.int64)
+    y, j = load(str(path))(x, i)
+    np.testing.assert_array_equal(y, x * x)
+    np.testing.assert_array_equal(j, i + i)
+
+
 def test_program_api_memory_and_compile_only():
     program = load(str(ALLREDUCE))
     mem = program.compile_only()

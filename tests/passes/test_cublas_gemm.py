@@ -1,0 +1,272 @@
+"""cuBLAS / cuBLASLt GEMM custom-calls, written as XLA's GPU compiler prints them, rewritten
+by the default pipeline and checked against NumPy references of the documented semantics
+(and, for plain forms, against XLA running the equivalent `dot` HLO itself)."""
+
+import json
+import math
+import re
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converter.api import convert_text
+from tests.helpers import assert_close, convert_program, run_xla
+
+
+def gemm_config(epilogue="DEFAULT", alpha=1.0, beta=0.0, lhs_c=(1,), rhs_c=(0,), lhs_b=(), rhs_b=(),
+                alpha_imag=0.0, damax=False, precision="DEFAULT") -> str:
+    cfg = {"operation_queue_id": "0", "wait_on_operation_queues": [], "gemm_backend_config": {
+        "alpha_real": alpha, "alpha_imag": alpha_imag, "beta": beta,
+        "dot_dimension_numbers": {"lhs_contracting_dimensions": [str(d) for d in lhs_c],
+                                  "rhs_contracting_dimensions": [str(d) for d in rhs_c],
+                                  "lhs_batch_dimensions": [str(d) for d in lhs_b],
+                                  "rhs_batch_dimensions": [str(d) for d in rhs_b]},
+        "precision_config": {"operand_precision": [precision, precision], "algorithm": "ALG_UNSET"},
+        "epilogue": epilogue, "damax_output": damax, "lhs_stride": "6", "rhs_stride": "12",
+        "grad_x": False, "grad_y": False}, "force_earliest_schedule": False}
+    return json.dumps(cfg, separators=(",", ":"))
+
+
+def module(params: list[str], result: str, target: str, config: str, extra: str = "") -> str:
+    decls = "\n".join(f"  p{i} = {p} parameter({i})" for i, p in enumerate(params))
+    names = ", ".join(f"p{i}" for i in range(len(params)))
+    d = re.match(r"\((\w+\[[^\]]*\](?:\{[^}]*\})?)", result).group(1)
+    return f"""HloModule gemm
+ENTRY main {{
+{decls}
+  g = {result} custom-call({names}), custom_call_target="{target}"{extra}, backend_config={config}
+  ROOT d = {d} get-tuple-element(g), index=0
+}}
+"""
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+ACTIVATIONS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu": gelu_tanh,
+               "silu": lambda x: x / (1 + np.exp(-x))}
+
+
+def run(text, *inputs):
+    converted = str(convert_text(text))
+    assert "custom_call" not in converted, converted
+    return convert_program(text)(*inputs)
+
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("epilogue, act", [("DEFAULT", None), ("RELU", "relu"), ("GELU", "gelu"), ("SILU", "silu")])
+def test_lt_matmul_activation(epilogue, act):
+    a, b = f32(5, 7), f32(7, 3)
+    text = module(["f32[5,7]{1,0}", "f32[7,3]{1,0}"], "(f32[5,3]{1,0}, s8[1024]{0})", "__cublas$lt$matmul",
+                  gemm_config(epilogue))
+    (d,) = run(text, a, b)
+    # f32 throughout; the reference in f64: a few f32 ulps.
+    assert_close(d, ACTIVATIONS[act](a.astype(np.float64) @ b).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("epilogue, act", [("BIAS", None), ("BIAS_RELU", "relu"), ("BIAS_GELU", "gelu"),
+                                           ("BIAS_SILU", "silu")])
+def test_lt_matmul_vector_bias_row_major(epilogue, act):
+    a, b, bias = f32(4, 6), f32(6, 5), f32(5)
+    text = module(["f32[4,6]{1,0}", "f32[6,5]{1,0}", "f32[5]{0}"], "(f32[4,5]{1,0}, s8[1024]{0})",
+                  "__cublas$lt$matmul", gemm_config(epilogue))
+    (d,) = run(text, a, b, bias)
+    assert_close(d, ACTIVATIONS[act](a.astype(np.float64) @ b + bias).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_lt_matmul_vector_bias_on_a_column_major_output_runs_along_dim_0():
+    """D laid out {0,1} (column-major): its minor dimension is 0, so is the bias's."""
+    a, b, bias = f32(2, 3), f32(3, 4), f32(2)
+    text = module(["f32[2,3]{1,0}", "f32[3,4]{1,0}", "f32[2]{0}"], "(f32[2,4]{0,1}, s8[1024]{0})",
+                  "__cublas$lt$matmul", gemm_config("BIAS"))
+    (d,) = run(text, a, b, bias)
+    assert_close(d, (a.astype(np.float64) @ b + bias[:, None]).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_alpha_beta_with_matrix_bias_and_bias_relu():
+    """relu(alpha·AB + beta·C + bias): alpha scales neither C nor the bias."""
+    a, b, c, bias = f32(3, 4), f32(4, 2), f32(3, 2), f32(2)
+    text = module(["f32[3,4]{1,0}", "f32[4,2]{1,0}", "f32[3,2]{1,0}", "f32[2]{0}"], "(f32[3,2]{1,0}, s8[1024]{0})",
+                  "__cublas$lt$matmul", gemm_config("BIAS_RELU", alpha=2.5, beta=0.5))
+    (d,) = run(text, a, b, c, bias)
+    want = np.maximum(2.5 * (a.astype(np.float64) @ b) + 0.5 * c + bias, 0)
+    assert_close(d, want.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_legacy_gemm_alpha_beta_in_place_form():
+    a, b, c = f32(2, 2), f32(2, 2), f32(2, 2)
+    text = module(["f32[2,2]{1,0}", "f32[2,2]{1,0}", "f32[2,2]{1,0}"], "(f32[2,2]{1,0}, s8[4194304]{0})",
+                  "__cublas$gemm", gemm_config(alpha=3.0, beta=1.0, precision="HIGHEST"),
+                  extra=", output_to_operand_aliasing={{0}: (2, {})}")
+    (d,) = run(text, a, b, c)
+    assert_close(d, (3 * (a.astype(np.float64) @ b) + c).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_legacy_gemm_alpha_and_beta_zero_gives_zeros_even_with_nan():
+    a = np.full((2, 3), np.nan, np.float32)
+    b = f32(3, 2)
+    text = module(["f32[2,3]{1,0}", "f32[3,2]{1,0}"], "(f32[2,2]{1,0}, s8[16]{0})", "__cublas$gemm",
+                  gemm_config(alpha=0.0))
+    (d,) = run(text, a, b)
+    np.testing.assert_array_equal(d, np.zeros((2, 2), np.float32))
+
+
+def test_gelu_aux_returns_pre_activation():
+    a, b, bias = f32(3, 4), f32(4, 5), f32(5)
+    text = f"""HloModule gemm
+ENTRY main {{
+  p0 = f32[3,4]{{1,0}} parameter(0)
+  p1 = f32[4,5]{{1,0}} parameter(1)
+  p2 = f32[5]{{0}} parameter(2)
+  g = (f32[3,5]{{1,0}}, f32[3,5]{{1,0}}, s8[1024]{{0}}) custom-call(p0, p1, p2), custom_call_target="__cublas$lt$matmul", backend_config={gemm_config("BIAS_GELU_AUX")}
+  d = f32[3,5]{{1,0}} get-tuple-element(g), index=0
+  aux = f32[3,5]{{1,0}} get-tuple-element(g), index=1
+  ROOT t = (f32[3,5]{{1,0}}, f32[3,5]{{1,0}}) tuple(d, aux)
+}}
+"""
+    d, aux = run(text, a, b, bias)
+    pre = a.astype(np.float64) @ b + bias
+    assert_close(aux, pre.astype(np.float32), rtol=1e-5, atol=1e-5)
+    assert_close(d, gelu_tanh(pre).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_batch_dims_and_transposed_operands_via_dimension_numbers():
+    """lhs [batch, k, m] contracting dim 1, rhs [batch, n, k] contracting dim 2."""
+    a, b = f32(2, 4, 3), f32(2, 5, 4)
+    text = module(["f32[2,4,3]{2,1,0}", "f32[2,5,4]{2,1,0}"], "(f32[2,3,5]{2,1,0}, s8[1024]{0})",
+                  "__cublas$lt$matmul", gemm_config(lhs_c=(1,), rhs_c=(2,), lhs_b=(0,), rhs_b=(0,)))
+    (d,) = run(text, a, b)
+    assert_close(d, np.einsum("bkm,bnk->bmn", a.astype(np.float64), b).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("in_type, out_type, np_in, np_out, tol", [
+    # bf16/f16 inputs are exact in f32; accumulation in f32, one rounding to the output:
+    # half an output ulp plus f32 accumulation error.
+    ("bf16", "bf16", ml_dtypes.bfloat16, ml_dtypes.bfloat16, 8e-3),
+    ("bf16", "f32", ml_dtypes.bfloat16, np.float32, 1e-5),
+    ("f16", "f16", np.float16, np.float16, 1e-3),
+    ("f64", "f64", np.float64, np.float64, 1e-12),
+])
+def test_dtypes_and_mixed_output(in_type, out_type, np_in, np_out, tol):
+    a, b = f32(6, 8).astype(np_in), f32(8, 4).astype(np_in)
+    text = module([f"{in_type}[6,8]{{1,0}}", f"{in_type}[8,4]{{1,0}}"], f"({out_type}[6,4]{{1,0}}, s8[1024]{{0}})",
+                  "__cublas$lt$matmul", gemm_config())
+    (d,) = run(text, a, b)
+    assert_close(d, (a.astype(np.float64) @ b.astype(np.float64)).astype(np_out), rtol=tol, atol=tol)
+
+
+def test_complex_alpha():
+    a = (f32(3, 2) + 1j * f32(3, 2)).astype(np.complex64)
+    b = (f32(2, 4) + 1j * f32(2, 4)).astype(np.complex64)
+    text = module(["c64[3,2]{1,0}", "c64[2,4]{1,0}"], "(c64[3,4]{1,0}, s8[1024]{0})", "__cublas$gemm",
+                  gemm_config(alpha=0.5, alpha_imag=2.0))
+    (d,) = run(text, a, b)
+    assert_close(d, ((0.5 + 2j) * (a.astype(np.complex128) @ b)).astype(np.complex64), rtol=1e-5, atol=1e-5)
+
+
+def test_int8_gemm_accumulates_in_integers():
+    a = RNG.integers(-128, 127, (4, 64)).astype(np.int8)
+    b = RNG.integers(-128, 127, (64, 3)).astype(np.int8)
+    text = module(["s8[4,64]{1,0}", "s8[64,3]{1,0}"], "(s32[4,3]{1,0}, s8[1024]{0})", "__cublas$gemm", gemm_config())
+    (d,) = run(text, a, b)
+    np.testing.assert_array_equal(d, a.astype(np.int32) @ b.astype(np.int32))
+
+
+def f8(*shape, dtype=ml_dtypes.float8_e4m3fn):
+    return (RNG.standard_normal(shape) * 4).astype(dtype)
+
+
+def test_f8_scaled_inputs_f32_output():
+    a, b = f8(16, 32), f8(16, 32)  # rhs stored [n, k]: contracting dim 1 on both
+    xs, ys = np.float32(0.5), np.float32(3.0)
+    text = module(["f8e4m3fn[16,32]{1,0}", "f8e4m3fn[16,32]{1,0}", "f32[]", "f32[]"],
+                  "(f32[16,16]{1,0}, s8[1024]{0})", "__cublas$lt$matmul$f8", gemm_config(lhs_c=(1,), rhs_c=(1,)))
+    (d,) = run(text, a, b, xs, ys)
+    want = 0.5 * 3.0 * (a.astype(np.float64) @ b.astype(np.float64).T)
+    assert_close(d, want.astype(np.float32), rtol=1e-5, atol=1e-4)
+
+
+def test_f8_output_saturates_after_d_scale_and_reports_amax():
+    a, b = f8(16, 16), f8(16, 16)
+    scales = [np.float32(2.0), np.float32(4.0), np.float32(2.0)]
+    text = f"""HloModule gemm
+ENTRY main {{
+  p0 = f8e4m3fn[16,16]{{1,0}} parameter(0)
+  p1 = f8e4m3fn[16,16]{{1,0}} parameter(1)
+  p2 = f32[] parameter(2)
+  p3 = f32[] parameter(3)
+  p4 = f32[] parameter(4)
+  g = (f8e4m3fn[16,16]{{1,0}}, f32[], s8[1024]{{0}}) custom-call(p0, p1, p2, p3, p4), custom_call_target="__cublas$lt$matmul$f8", backend_config={gemm_config("RELU", lhs_c=(1,), rhs_c=(1,), damax=True)}
+  d = f8e4m3fn[16,16]{{1,0}} get-tuple-element(g), index=0
+  amax = f32[] get-tuple-element(g), index=1
+  ROOT t = (f8e4m3fn[16,16]{{1,0}}, f32[]) tuple(d, amax)
+}}
+"""
+    d, amax = run(text, a, b, *scales)
+    x = np.maximum(2.0 * 4.0 * (a.astype(np.float64) @ b.astype(np.float64).T), 0)
+    # AMAX: post-activation, before d_scale, in f32.
+    assert_close(amax, np.float32(np.abs(x).max()), rtol=1e-5, atol=0)
+    assert (x * 2.0 > 448).any()  # the case under test: values beyond e4m3fn's ±448 saturate
+    want = np.clip(x * 2.0, -448, 448).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    # One fp8 rounding of values computed in f32 vs f64: identical except at rounding ties.
+    assert_close(d.astype(np.float32), want.astype(np.float32), rtol=0.07, atol=0)
+
+
+def test_plain_gemm_matches_xla_running_the_dot_itself():
+    """Differential: the custom-call rewritten vs XLA computing `dot + bias + max(.,0)`."""
+    a, b, bias = f32(8, 16), f32(16, 4), f32(4)
+    plain = """HloModule plain
+ENTRY main {
+  p0 = f32[8,16]{1,0} parameter(0)
+  p1 = f32[16,4]{1,0} parameter(1)
+  p2 = f32[4]{0} parameter(2)
+  d = f32[8,4]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bb = f32[8,4]{1,0} broadcast(p2), dimensions={1}
+  s = f32[8,4]{1,0} add(d, bb)
+  z = f32[] constant(0)
+  zb = f32[8,4]{1,0} broadcast(z), dimensions={}
+  ROOT r = f32[8,4]{1,0} maximum(s, zb)
+}
+"""
+    text = module(["f32[8,16]{1,0}", "f32[16,4]{1,0}", "f32[4]{0}"], "(f32[8,4]{1,0}, s8[1024]{0})",
+                  "__cublas$lt$matmul", gemm_config("BIAS_RELU"))
+    (ours,) = run(text, a, b, bias)
+    (theirs,) = run_xla(plain, [a, b, bias])
+    assert_close(ours, theirs)
+
+
+def test_triangular_solve_target():
+    a = np.tril(f32(4, 4)) + 4 * np.eye(4, dtype=np.float32)
+    b = f32(4, 3)
+    text = """HloModule ts
+ENTRY main {
+  p0 = f32[4,4]{1,0} parameter(0)
+  p1 = f32[4,3]{1,0} parameter(1)
+  g = (f32[4,3]{1,0}, s8[0]{0}) custom-call(p0, p1), custom_call_target="__cublas$triangularSolve", backend_config={"left_side":true,"lower":true,"unit_diagonal":false,"transpose_a":"NO_TRANSPOSE"}
+  ROOT d = f32[4,3]{1,0} get-tuple-element(g), index=0
+}
+"""
+    (x,) = run(text, a, b)
+    assert_close(x, np.linalg.solve(a.astype(np.float64), b).astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_bad_operand_count_is_a_clear_error():
+    text = module(["f32[2,3]{1,0}", "f32[3,4]{1,0}"], "(f32[2,4]{1,0}, s8[16]{0})", "__cublas$lt$matmul",
+                  gemm_config("BIAS"))
+    with pytest.raises(Exception, match=r"%g \(custom-call __cublas\$lt\$matmul\): the epilogue adds a bias"):
+        convert_text(text, "bad.hlo")
+
+
+def test_qwen_sample_converts_without_custom_calls():
+    from tests.conftest import SAMPLES
+
+    text = str(convert_text((SAMPLES / "gpu_torchxla_qwen_decode_cublas.hlo").read_text()))
+    assert "custom_call" not in text and text.count("stablehlo.dot_general") >= 5
