@@ -8,6 +8,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     drop_unused_results,
     partitions_to_replicas,
     strip_annotations,
+    te_fused_attention,
     threefry,
     topk,
     tpu_async_collectives,

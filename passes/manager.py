@@ -21,6 +21,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "topk",
     "threefry",
     "cublas-gemm",
+    "te-fused-attention",
     "drop-unused-results",
     "custom-call-policy",
     "cse",

@@ -23,6 +23,9 @@ class PassOptions:
     strict_portable: bool = False
     # Source file of the module, for error messages.
     path: str = ""
+    # Query/key block size of the portable attention (0: chosen from the shapes).  Tests
+    # set it small to exercise the blockwise loops on small shapes.
+    attention_block: int = 0
 
 
 PassFn = Callable[[ir.Module, PassOptions], None]

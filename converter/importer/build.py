@@ -188,3 +188,39 @@ def reduce(x: ir.Value, dimensions: Sequence[int], body: str = "add", init: floa
     with ir.InsertionPoint(block):
         stablehlo.ReturnOp([binary(body, block.arguments[0], block.arguments[1])])
     return reduce_op.result
+
+
+def while_loop(init: Sequence[ir.Value], cond, body) -> list[ir.Value]:
+    """`stablehlo.while` over loop values `init`: `cond(*values) -> i1 scalar value` and
+    `body(*values) -> list of new values`, both building at the insertion point they get."""
+    types = [v.type for v in init]
+    loop = op("stablehlo.while", types, list(init), regions=2)
+    cond_block = loop.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(cond_block):
+        stablehlo.ReturnOp([cond(*cond_block.arguments)])
+    body_block = loop.regions[1].blocks.append(*types)
+    with ir.InsertionPoint(body_block):
+        stablehlo.ReturnOp(list(body(*body_block.arguments)))
+    return list(loop.results)
+
+
+def dynamic_slice(x: ir.Value, starts: Sequence[ir.Value], sizes: Sequence[int]) -> ir.Value:
+    return op1("stablehlo.dynamic_slice", tensor_type_like(x, sizes), [x, *starts],
+               {"slice_sizes": i64_array(sizes)})
+
+
+def dynamic_update_slice(x: ir.Value, update: ir.Value, starts: Sequence[ir.Value]) -> ir.Value:
+    return op1("stablehlo.dynamic_update_slice", x.type, [x, update, *starts])
+
+
+def dot_general(lhs: ir.Value, rhs: ir.Value, result_element: ir.Type, lhs_batch: Sequence[int],
+                rhs_batch: Sequence[int], lhs_contract: Sequence[int], rhs_contract: Sequence[int]) -> ir.Value:
+    """dot_general with its natural result order (batch, lhs free, rhs free)."""
+    ls, rs = shape_of(lhs), shape_of(rhs)
+    free_l = [d for i, d in enumerate(ls) if i not in lhs_batch and i not in lhs_contract]
+    free_r = [d for i, d in enumerate(rs) if i not in rhs_batch and i not in rhs_contract]
+    out = ir.RankedTensorType.get([ls[i] for i in lhs_batch] + free_l + free_r, result_element)
+    return op1("stablehlo.dot_general", out, [lhs, rhs], {
+        "dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
+            lhs_batching_dimensions=list(lhs_batch), rhs_batching_dimensions=list(rhs_batch),
+            lhs_contracting_dimensions=list(lhs_contract), rhs_contracting_dimensions=list(rhs_contract))})

@@ -1,0 +1,450 @@
+"""te-fused-attention: Transformer Engine's JAX fused-attention calls → portable attention.
+
+Targets `te_fused_attn_forward_ffi` / `te_fused_attn_backward_ffi` (typed FFI, MLIR
+dictionary config) and the older opaque `te_fused_attn_forward` / `te_fused_attn_backward`.
+The contract (operand and result order by TE version, NVTE_QKV_Layout / NVTE_Mask_Type /
+NVTE_Bias_Type values, leading dims flattened into the batch, cu_seqlens and THD segment
+offsets, softmax_aux = natural-log LSE [*B, h, s_q, 1], rng_state, masks and windows) is
+the one in NVIDIA/TransformerEngine: transformer_engine/jax/cpp_extensions/attention.py
+(FusedAttnFwdPrimitive / FusedAttnBwdPrimitive lowering), transformer_engine/jax/csrc/
+extensions/attention.cpp (FusedAttnForwardFFI, FusedAttnBackwardFFI,
+FUSED_ATTN_IMPL_COMMON_BLOCK), transformer_engine/common/include/transformer_engine/
+fused_attn.h (enums), common/fused_attn/fused_attn_f16_arbitrary_seqlen.cu (masks) and
+utils.cu (cu_seqlens, offsets); summarized in the project's notes.
+
+The math is `passes.attention_core`.  Dropout uses the core's portable RNG seeded from
+the call's seed (kept in rng_state for the backward); it cannot equal cuDNN's mask bit
+for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from passes import rewrite as rw
+from passes.attention_core import AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward
+from passes.registry import PassOptions, register_pass
+
+FORWARD = ("te_fused_attn_forward_ffi", "te_fused_attn_forward")
+BACKWARD = ("te_fused_attn_backward_ffi", "te_fused_attn_backward")
+
+# NVTE_QKV_Layout values JAX can emit → (packing, THD?)
+LAYOUTS = {5: ("qkv", False), 7: ("kv", False), 9: ("separate", False),
+           10: ("qkv", True), 12: ("kv", True), 14: ("separate", True)}
+LAYOUT_NAMES = {5: "BS3HD", 7: "BSHD_BS2HD", 9: "BSHD_BSHD_BSHD", 10: "T3HD", 12: "THD_T2HD", 14: "THD_THD_THD"}
+PADDING_MASKS = {1, 3, 5}
+CAUSAL_MASKS = {2, 3, 4, 5}
+BOTTOM_RIGHT_MASKS = {4, 5}
+
+
+@dataclass
+class TeCall:
+    """The operands of one call, by role (None when the version has no such operand)."""
+
+    q: ir.Value
+    k: ir.Value
+    v: ir.Value
+    bias: ir.Value
+    seed: ir.Value | None
+    q_cu: ir.Value
+    kv_cu: ir.Value
+    q_off: ir.Value
+    k_off: ir.Value
+    softmax_offset: ir.Value | None = None
+    aux: ir.Value | None = None
+    rng_state: ir.Value | None = None
+    out: ir.Value | None = None
+    dout: ir.Value | None = None
+
+
+def _roles(op: ir.Operation, forward: bool) -> TeCall:
+    ops = list(op.operands)
+    n = len(ops)
+    if forward:
+        if n == 13:  # v2.1 – v2.9
+            q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off = ops[:9]
+            return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off)
+        if n == 14:  # v2.10+: softmax_offset at index 4
+            q, k, v, bias, offset, seed, q_cu, kv_cu, q_off, k_off = ops[:10]
+            return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off, softmax_offset=offset)
+        if n == 9:  # v1.9 – v2.0: seed last
+            q, k, v, bias, q_cu, kv_cu, q_off, k_off, seed = ops
+            return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off)
+        if n == 7:  # v1.5 – v1.8
+            q, k, v, bias, q_cu, kv_cu, seed = ops
+            return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_cu, kv_cu)
+    else:
+        if n in (16, 12):  # v2.1 – v2.9 (16), v1.9 – v2.0 (12)
+            q, k, v, bias, aux, rng, out, dout, q_cu, kv_cu, q_off, k_off = ops[:12]
+            return TeCall(q, k, v, bias, None, q_cu, kv_cu, q_off, k_off, aux=aux, rng_state=rng, out=out, dout=dout)
+        if n == 17:  # v2.10+
+            q, k, v, bias, offset, aux, rng, out, dout, q_cu, kv_cu, q_off, k_off = ops[:13]
+            return TeCall(q, k, v, bias, None, q_cu, kv_cu, q_off, k_off, offset, aux, rng, out, dout)
+        if n == 10:  # v1.5 – v1.8
+            q, k, v, bias, aux, rng, out, dout, q_cu, kv_cu = ops
+            return TeCall(q, k, v, bias, None, q_cu, kv_cu, q_cu, kv_cu, aux=aux, rng_state=rng, out=out, dout=dout)
+    raise rw.op_error(op, f"{n} operands match no Transformer Engine version this pass knows "
+                          f"(forward 7/9/13/14, backward 10/12/16/17)")
+
+
+# ---------------------------------------------------------------- attributes
+def _opaque_config(op: ir.Operation) -> dict:
+    """The packed CustomCallFusedAttnDescriptor of the opaque targets (x86-64 layout),
+    identified by its length (TE v1.10 – v2.2: 128 or 112 bytes)."""
+    raw = ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
+    data = raw.encode("latin-1", errors="replace")
+    if len(data) not in (112, 128):
+        raise rw.op_error(op, f"an opaque descriptor of {len(data)} bytes: only TE v1.10 – v2.2's (112/128 bytes) "
+                              "can be decoded")
+    (input_batch, bias_batch, q_max, kv_max, heads, groups, bias_heads, head_dim, max_seg, _ws) = \
+        struct.unpack_from("<10Q", data, 0)
+    scale, dropout = struct.unpack_from("<2f", data, 80)
+    bias_type, mask_type, layout, _dtype, _wdtype = struct.unpack_from("<5i", data, 88)
+    is_training = bool(data[108])
+    wl, wr = struct.unpack_from("<2q", data, 112) if len(data) == 128 else (-1, -1)
+    return dict(input_batch=input_batch, bias_batch=bias_batch, q_max_seqlen=q_max, kv_max_seqlen=kv_max,
+                attn_heads=heads, num_gqa_groups=groups, bias_heads=bias_heads, qk_head_dim=head_dim,
+                v_head_dim=head_dim, max_segments_per_seq=max_seg, scaling_factor=scale,
+                dropout_probability=dropout, bias_type=bias_type, mask_type=mask_type, qkv_layout=layout,
+                is_training=is_training, window_size_left=wl, window_size_right=wr)
+
+
+def _config(op: ir.Operation) -> dict:
+    if rw.call_target(op).endswith("_ffi"):
+        cfg = rw.backend_config(op)
+        if not cfg:
+            raise rw.op_error(op, "has no backend_config attributes")
+        return cfg
+    return _opaque_config(op)
+
+
+def _attr(op, cfg: dict, name: str, default=None):
+    if name in cfg:
+        return cfg[name]
+    if default is None:
+        raise rw.op_error(op, f"backend_config has no '{name}'")
+    return default
+
+
+# ------------------------------------------------------------ tensor views
+def _flat(x: ir.Value, trailing: int, batch: int) -> ir.Value:
+    """Flatten every leading dim before the last `trailing` into the batch (row-major)."""
+    shape = rw.build.shape_of(x)
+    return rw.build.reshape(x, [batch, *shape[len(shape) - trailing:]])
+
+
+def _unpack(op, call: TeCall, packing: str, batch: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """q [N, sq, h, d], k [N, skv, g, d], v [N, skv, g, dv] from the layout's packing."""
+    b = rw.build
+    if packing == "qkv":
+        qkv = _flat(call.q, 4, batch)  # [N, s, 3, h, d]
+        n, s, _, h, d = b.shape_of(qkv)
+        parts = [b.reshape(b.slice_(qkv, [0, 0, i, 0, 0], [n, s, i + 1, h, d]), [n, s, h, d]) for i in range(3)]
+        return parts[0], parts[1], parts[2]
+    q = _flat(call.q, 3, batch)
+    if packing == "kv":
+        kv = _flat(call.k, 4, batch)  # [N, s, 2, g, d]
+        n, s, _, g, d = b.shape_of(kv)
+        k, v = (b.reshape(b.slice_(kv, [0, 0, i, 0, 0], [n, s, i + 1, g, d]), [n, s, g, d]) for i in range(2))
+        return q, k, v
+    return q, _flat(call.k, 3, batch), _flat(call.v, 3, batch)
+
+
+def _flatten(x: ir.Value) -> ir.Value:
+    return rw.build.reshape(x, [math.prod(rw.build.shape_of(x))])
+
+
+def _seed_u64(seed: ir.Value) -> ir.Value:
+    """The first two u32 words of the seed, little-endian, as one u64 (TE reads int64)."""
+    b = rw.build
+    u64 = ir.IntegerType.get_unsigned(64)
+    flat = _flatten(seed)
+    lo = b.convert(b.reshape(b.slice_(flat, [0], [1]), []), u64)
+    hi = b.convert(b.reshape(b.slice_(flat, [1], [2]), []), u64)
+    return b.binary("or", lo, b.binary("shift_left", hi, b.scalar_constant(32, u64)))
+
+
+def _lengths(cu: ir.Value, count: int) -> ir.Value:
+    """L[i] = cu[i+1] − cu[i] for i < count, as i32 [count]."""
+    b = rw.build
+    i32 = ir.IntegerType.get_signless(32)
+    cu = b.convert(_flatten(cu), i32)
+    return b.binary("subtract", b.slice_(cu, [1], [count + 1]), b.slice_(cu, [0], [count]))
+
+
+def _padding_tokens(lengths: ir.Value, batch: int, seq: int) -> tuple[ir.Value, ir.Value]:
+    """(segment, position) [N, s]: segment 1 for tokens before the row's length, else 0."""
+    b = rw.build
+    i32 = ir.IntegerType.get_signless(32)
+    index = b.iota(i32, [batch, seq], 1)
+    inside = b.compare(index, b.broadcast_in_dim(lengths, [batch, seq], [0]), "LT", "SIGNED")
+    segment = b.select(inside, b.scalar_constant(1, i32, [batch, seq]), b.scalar_constant(0, i32, [batch, seq]))
+    return segment, index
+
+
+def _thd_tokens(cu: ir.Value, offsets: ir.Value, batch: int, seq: int, segments: int):
+    """(segment, position, length-of-own-segment) [N, s] for packed sequences: segment k
+    covers flattened tokens [off[k], off[k] + L[k])."""
+    b = rw.build
+    i32 = ir.IntegerType.get_signless(32)
+    lengths = _lengths(cu, segments)
+    off = b.convert(_flatten(offsets), i32)
+    if b.shape_of(off)[0] < segments:
+        raise ValueError(f"seq offsets hold {b.shape_of(off)[0]} entries for {segments} segments")
+    starts = b.slice_(off, [0], [segments])
+    ends = b.binary("add", starts, lengths)
+    tokens = b.iota(i32, [batch * seq, segments], 0)
+    shape = [batch * seq, segments]
+    inside = b.binary("and", b.compare(tokens, b.broadcast_in_dim(starts, shape, [1]), "GE", "SIGNED"),
+                      b.compare(tokens, b.broadcast_in_dim(ends, shape, [1]), "LT", "SIGNED"))
+    inside = b.binary("and", inside, b.compare(b.broadcast_in_dim(lengths, shape, [1]),
+                                               b.scalar_constant(0, i32, shape), "GT", "SIGNED"))
+    zero = b.scalar_constant(0, i32, shape)
+    seg_ids = b.binary("add", b.iota(i32, shape, 1), b.scalar_constant(1, i32, shape))
+    segment = b.reduce(b.select(inside, seg_ids, zero), [1], "add", 0)
+    position = b.reduce(b.select(inside, b.binary("subtract", tokens, b.broadcast_in_dim(starts, shape, [1])), zero),
+                        [1], "add", 0)
+    own_length = b.reduce(b.select(inside, b.broadcast_in_dim(lengths, shape, [1]), zero), [1], "add", 0)
+    reshape = lambda x: b.reshape(x, [batch, seq])  # noqa: E731
+    return reshape(segment), reshape(position), reshape(own_length)
+
+
+# ------------------------------------------------------------------ set-up
+@dataclass
+class Prepared:
+    config: AttentionConfig
+    inputs: AttentionInputs
+    batch_shape: list[int]  # leading dims of q (flattened into N)
+    packing: str
+    thd: bool
+
+
+def _prepare(op: ir.Operation, call: TeCall, cfg: dict, block: int = 0) -> Prepared:
+    b = rw.build
+    layout = int(_attr(op, cfg, "qkv_layout"))
+    if layout not in LAYOUTS:
+        raise rw.op_error(op, f"qkv_layout={layout} is not one JAX emits; supported: "
+                              + ", ".join(f"{k} {v}" for k, v in LAYOUT_NAMES.items()))
+    packing, thd = LAYOUTS[layout]
+    mask_type = int(_attr(op, cfg, "mask_type"))
+    if mask_type not in range(6):
+        raise rw.op_error(op, f"mask_type={mask_type} is not an NVTE_Mask_Type (0-5)")
+    bias_type = int(_attr(op, cfg, "bias_type"))
+    if bias_type not in (0, 1, 2):
+        raise rw.op_error(op, f"bias_type={bias_type} (ALiBi) is not supported; 0 none, 1 pre-scale, 2 post-scale are")
+    if int(cfg.get("softmax_type", 0)) != 0 or (call.softmax_offset is not None and b.shape_of(call.softmax_offset) != [0]):
+        raise rw.op_error(op, f"softmax_type={cfg.get('softmax_type')} (attention sinks) is not supported")
+    batch = int(_attr(op, cfg, "input_batch"))
+    heads = int(_attr(op, cfg, "attn_heads"))
+    groups = int(_attr(op, cfg, "num_gqa_groups"))
+    qk_dim = int(cfg.get("qk_head_dim", cfg.get("head_dim", 0)))
+    v_dim = int(cfg.get("v_head_dim", cfg.get("head_dim", qk_dim)))
+    q, k, v = _unpack(op, call, packing, batch)
+    n, sq, hq, dq = b.shape_of(q)
+    _, skv, hkv, dk = b.shape_of(k)
+    dv = b.shape_of(v)[3]
+    if (hq, hkv) != (heads, groups) or heads % groups:
+        raise rw.op_error(op, f"attn_heads={heads}, num_gqa_groups={groups} disagree with q/k shapes ({hq}, {hkv})")
+    if qk_dim and (dq, dk, dv) != (qk_dim, qk_dim, v_dim):
+        raise rw.op_error(op, f"head dims (qk {qk_dim}, v {v_dim}) disagree with the operands ({dq}, {dk}, {dv})")
+    qshape = b.shape_of(call.q)
+    batch_shape = qshape[: len(qshape) - (4 if packing == "qkv" else 3)]
+    main_semantics = "bottom_right_diagonal" in cfg  # TE v2.12+: window_size_right is honoured
+    wl = int(cfg.get("window_size_left", -1))
+    wr = int(cfg.get("window_size_right", -1))
+    causal = mask_type in CAUSAL_MASKS
+    if not main_semantics:
+        wr = -1  # v2.5 – v2.9 never pass the right bound to cuDNN: the mask type sets it
+    elif wr >= 0 and causal:
+        causal = False  # cudnn-frontend: the band's right bound overrides causal's 0
+    bottom_right = bool(cfg.get("bottom_right_diagonal", mask_type in BOTTOM_RIGHT_MASKS))
+    scale = float(_attr(op, cfg, "scaling_factor"))
+    dropout = float(cfg.get("dropout_probability", 0.0)) if bool(cfg.get("is_training", True)) else 0.0
+    config = AttentionConfig(batch=n, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, qk_dim=dq, v_dim=dv,
+                             scale=scale, causal=causal, window_left=wl, window_right=wr, dropout=dropout,
+                             block_q=block, block_k=block)
+    masks = TokenMasks()
+    if thd:
+        if mask_type not in PADDING_MASKS:
+            raise rw.op_error(op, f"THD layout {LAYOUT_NAMES[layout]} needs a padding mask type, not {mask_type}")
+        segments = n * int(cfg.get("max_segments_per_seq", 1))
+        masks.q_segment, masks.q_position, q_len_tok = _thd_tokens(call.q_cu, call.q_off, n, sq, segments)
+        masks.kv_segment, masks.kv_position, _ = _thd_tokens(call.kv_cu, call.k_off, n, skv, segments)
+        if bottom_right:
+            kv_len_of_q = _segment_lookup(masks.q_segment, _lengths(call.kv_cu, segments), n, sq)
+            masks.q_shift = b.binary("subtract", kv_len_of_q, q_len_tok)
+    elif mask_type in PADDING_MASKS:
+        lq, lkv = _lengths(call.q_cu, n), _lengths(call.kv_cu, n)
+        masks.q_segment, _ = _padding_tokens(lq, n, sq)
+        masks.kv_segment, _ = _padding_tokens(lkv, n, skv)
+        if bottom_right:
+            masks.q_shift = b.broadcast_in_dim(b.binary("subtract", lkv, lq), [n, sq], [0])
+    elif bottom_right:
+        config.shift = skv - sq
+    bias = None
+    if bias_type != 0:
+        bshape = b.shape_of(call.bias)
+        if len(bshape) < 3 or bshape[-2:] != [sq, skv]:
+            raise rw.op_error(op, f"bias of shape {bshape} is not [*B, heads, {sq}, {skv}]")
+        hb = bshape[-3]
+        nb = 1
+        for d in bshape[:-3]:
+            nb *= d
+        if nb not in (1, n) or hb not in (1, hq):
+            raise rw.op_error(op, f"bias of shape {bshape}: batch {nb} must be 1 or {n}, heads {hb} 1 or {hq}")
+        bias = b.reshape(call.bias, [nb, hb, sq, skv])
+        if bias_type == 1:  # pre-scale: softmax(scale·(QKᵀ + bias))
+            bias = b.binary("multiply", bias, b.scalar_constant(scale, b.element_type_of(bias), [nb, hb, sq, skv]))
+    seed = _seed_u64(call.seed) if call.seed is not None and dropout > 0 else None
+    inputs = AttentionInputs(q, k, v, bias, masks, seed)
+    return Prepared(config, inputs, batch_shape, packing, thd)
+
+
+def _segment_lookup(segment: ir.Value, per_segment: ir.Value, batch: int, seq: int) -> ir.Value:
+    """per_segment[segment − 1] for every token (0 where segment is 0)."""
+    b = rw.build
+    i32 = ir.IntegerType.get_signless(32)
+    count = b.shape_of(per_segment)[0]
+    shape = [batch, seq, count]
+    ids = b.binary("add", b.iota(i32, shape, 2), b.scalar_constant(1, i32, shape))
+    hit = b.compare(b.broadcast_in_dim(segment, shape, [0, 1]), ids, "EQ", "SIGNED")
+    values = b.select(hit, b.broadcast_in_dim(per_segment, shape, [2]), b.scalar_constant(0, i32, shape))
+    return b.reduce(values, [2], "add", 0)
+
+
+# ---------------------------------------------------------------- rewrites
+@register_pass("te-fused-attention",
+               "Transformer Engine fused attention (forward and backward) → blockwise portable attention",
+               targets=FORWARD + BACKWARD)
+def lower_te_fused_attention(module: ir.Module, options: PassOptions) -> None:
+    for op in rw.custom_calls(module, FORWARD):
+        lower_te_forward(op, options.attention_block)
+    for op in rw.custom_calls(module, BACKWARD):
+        lower_te_backward(op, options.attention_block)
+
+
+def _aux_is_lse(op: ir.Operation, aux_type: ir.Type, prepared: Prepared) -> None:
+    shape = list(ir.RankedTensorType(aux_type).shape)
+    cfg = prepared.config
+    if shape[-1] == cfg.kv_len and shape[-1] != 1:
+        raise rw.op_error(op, "softmax_aux holds the full softmax matrix (TE's max512 backend), whose cuDNN "
+                              "layout cannot be reproduced; only the arbitrary-seqlen backend's LSE is supported")
+
+
+def _aux_from_lse(op, lse: ir.Value, aux_type: ir.Type, prepared: Prepared) -> ir.Value:
+    """LSE [N, h, s_q] → softmax_aux of the call's type: [*B, h, s_q, 1] (BSHD) or, for
+    THD with cuDNN ≥ 9.6, token-major [*B, s_q, h, 1]."""
+    b = rw.build
+    shape = list(ir.RankedTensorType(aux_type).shape)
+    cfg = prepared.config
+    if shape[-3:] == [cfg.q_heads, cfg.q_len, 1]:
+        value = lse
+    elif prepared.thd and shape[-3:] == [cfg.q_len, cfg.q_heads, 1]:
+        value = b.transpose(lse, [0, 2, 1])
+    else:
+        raise rw.op_error(op, f"softmax_aux of shape {shape} is not [*B, {cfg.q_heads}, {cfg.q_len}, 1]")
+    return b.convert(b.reshape(value, shape), ir.RankedTensorType(aux_type).element_type)
+
+
+def _lse_from_aux(op, aux: ir.Value, prepared: Prepared) -> ir.Value:
+    b = rw.build
+    cfg = prepared.config
+    shape = b.shape_of(aux)
+    f32 = ir.F32Type.get()
+    if shape[-3:] == [cfg.q_heads, cfg.q_len, 1]:
+        return b.convert(b.reshape(aux, [cfg.batch, cfg.q_heads, cfg.q_len]), f32)
+    if prepared.thd and shape[-3:] == [cfg.q_len, cfg.q_heads, 1]:
+        return b.transpose(b.convert(b.reshape(aux, [cfg.batch, cfg.q_len, cfg.q_heads]), f32), [0, 2, 1])
+    raise rw.op_error(op, f"softmax_aux of shape {shape} is not [*B, {cfg.q_heads}, {cfg.q_len}, 1]")
+
+
+def _rng_state(seed: ir.Value | None, rng_type: ir.Type) -> ir.Value:
+    """rng_state u32[rows, 4]: the seed's two words, then zeros (TE: int64 seed, offset)."""
+    b = rw.build
+    t = ir.RankedTensorType(rng_type)
+    if seed is None:
+        return b.scalar_constant(0, t.element_type, t.shape)
+    flat = _flatten(seed)
+    words = b.convert(b.slice_(flat, [0], [2]), t.element_type)
+    row = b.concatenate([words, b.scalar_constant(0, t.element_type, [2])], 0)
+    return b.broadcast_in_dim(row, list(t.shape), [len(t.shape) - 1])
+
+
+def lower_te_forward(op: ir.Operation, block: int = 0) -> None:
+    b = rw.build
+    cfg = _config(op)
+    call = _roles(op, forward=True)
+    results = list(op.results)
+    if len(results) < 3:
+        raise rw.op_error(op, "expected (output, softmax_aux, rng_state, workspace) results")
+    with rw.at(op):
+        prepared = _prepare(op, call, cfg, block)
+        _aux_is_lse(op, results[1].type, prepared)
+        out, lse = attention_forward(prepared.config, prepared.inputs)
+        out = b.reshape(out, list(ir.RankedTensorType(results[0].type).shape))
+        aux = _aux_from_lse(op, lse, results[1].type, prepared)
+        rng = _rng_state(call.seed, results[2].type)
+    rw.replace(op, [out, aux, rng] + [None if not rw.has_uses(r) else _zeros_at(op, r) for r in results[3:]])
+
+
+def lower_te_backward(op: ir.Operation, block: int = 0) -> None:
+    b = rw.build
+    cfg = _config(op)
+    call = _roles(op, forward=False)
+    results = list(op.results)
+    if len(results) < 4:
+        raise rw.op_error(op, "expected (dq, dk, dv, dbias, workspace) results")
+    with rw.at(op):
+        prepared = _prepare(op, call, cfg, block)
+        _aux_is_lse(op, call.aux.type, prepared)
+        config = prepared.config
+        if config.dropout > 0:
+            # The forward stored its seed words at the start of rng_state.
+            prepared.inputs.seed = _seed_u64(call.rng_state)
+        lse = _lse_from_aux(op, call.aux, prepared)
+        n = config.batch
+        out = b.reshape(call.out, [n, config.q_len, config.q_heads, config.v_dim])
+        dout = b.reshape(call.dout, [n, config.q_len, config.q_heads, config.v_dim])
+        dq, dk, dv, dbias = attention_backward(config, prepared.inputs, out, dout, lse)
+        grads = _pack_grads(op, prepared, dq, dk, dv, results)
+        if len(b.shape_of(call.bias)) and b.shape_of(call.bias) != [0] and dbias is not None:
+            grads.append(b.reshape(dbias, list(ir.RankedTensorType(results[3].type).shape)))
+        else:
+            t = ir.RankedTensorType(results[3].type)
+            grads.append(b.scalar_constant(0, t.element_type, list(t.shape)))
+    values: list[ir.Value | None] = list(grads)
+    for r in results[4:]:
+        values.append(None if not rw.has_uses(r) else _zeros_at(op, r))
+    rw.replace(op, values)
+
+
+def _pack_grads(op, prepared: Prepared, dq, dk, dv, results) -> list[ir.Value]:
+    """dq, dk, dv in the call's result shapes: packed layouts return packed gradients in
+    the first result(s) and empty tensors for the rest."""
+    b = rw.build
+    shapes = [list(ir.RankedTensorType(r.type).shape) for r in results[:3]]
+    types = [ir.RankedTensorType(r.type).element_type for r in results[:3]]
+
+    def empty(i):
+        return b.scalar_constant(0, types[i], shapes[i])
+
+    def stack(parts, axis_shape):
+        n, s = b.shape_of(parts[0])[:2]
+        h, d = b.shape_of(parts[0])[2:]
+        joined = b.concatenate([b.reshape(p, [n, s, 1, h, d]) for p in parts], 2)
+        return b.reshape(joined, axis_shape)
+
+    if prepared.packing == "qkv":
+        return [stack([dq, dk, dv], shapes[0]), empty(1), empty(2)]
+    if prepared.packing == "kv":
+        return [b.reshape(dq, shapes[0]), stack([dk, dv], shapes[1]), empty(2)]
+    return [b.reshape(dq, shapes[0]), b.reshape(dk, shapes[1]), b.reshape(dv, shapes[2])]
+
+
+def _zeros_at(op: ir.Operation, result: ir.Value) -> ir.Value:
+    with rw.at(op):
+        return rw.build.zeros_like_type(result.type)
