@@ -22,6 +22,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "threefry",
     "cublas-gemm",
     "te-fused-attention",
+    "cudnn-fmha",
     "drop-unused-results",
     "custom-call-policy",
     "cse",
