@@ -843,20 +843,38 @@ class _Parser:
             raise self.error("", start, f"bad sharding: {e}") from None
         return list(sharding.elements) if sharding.kind == "tuple" else [sharding]
 
-    def v_frontend(self) -> dict[str, str]:
+    def v_frontend(self) -> dict[str, Any]:
+        """`{key="value", key={raw braces}, ...}`: quoted values are unescaped strings;
+        brace values (MLIR attributes such as Shardy meshes) are kept as Raw text."""
         start = self.skip(self.p)
         text = self.balanced("frontend attributes '{key=\"value\", ...}'")
-        out: dict[str, str] = {}
+        out: dict[str, Any] = {}
         body = text[1:-1]
         pos = 0
-        kv = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.\-]+))\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s"}]+))\s*(,|$)', re.S)
+        key_rx = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.\-]+))\s*=\s*', re.S)
+        value_rx = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,\s"{}]+)', re.S)
         while pos < len(body) and body[pos:].strip():
-            m = kv.match(body, pos)
+            m = key_rx.match(body, pos)
             if m is None:
                 raise self.error("a frontend attribute 'key=\"value\"'", start + 1 + pos)
             key = c_unescape(m.group(1)) if m.group(1) is not None else m.group(2)
-            out[key] = c_unescape(m.group(3)) if m.group(3) is not None else m.group(4)
             pos = m.end()
+            if body.startswith("{", pos):
+                self.p = start + 1 + pos
+                raw = self.balanced("a braced frontend attribute value")
+                out[key] = A.Raw(raw)
+                pos = self.p - start - 1
+            else:
+                vm = value_rx.match(body, pos)
+                if vm is None:
+                    raise self.error("a frontend attribute value", start + 1 + pos)
+                out[key] = c_unescape(vm.group(1)) if vm.group(1) is not None else vm.group(2)
+                pos = vm.end()
+            sep = re.compile(r"\s*(,|$)").match(body, pos)
+            if sep is None:
+                raise self.error("',' between frontend attributes", start + 1 + pos)
+            pos = sep.end()
+        self.p = start + len(text)
         return out
 
     def v_backend(self) -> A.BackendConfig:

@@ -156,8 +156,9 @@ def _index_text(index: tuple[int, ...]) -> str:
     return "{" + ",".join(map(str, index)) + "}"
 
 
-def _frontend_text(fa: dict[str, str]) -> str:
-    return "{" + ",".join(f'{k}="{c_escape(v)}"' for k, v in fa.items()) + "}"
+def _frontend_text(fa: dict) -> str:
+    return "{" + ",".join(f"{k}={v.text}" if isinstance(v, A.Raw) else f'{k}="{c_escape(v)}"'
+                          for k, v in fa.items()) + "}"
 
 
 ATTR_PRINTERS: dict[str, Callable[[Any], str]] = {

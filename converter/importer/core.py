@@ -132,8 +132,7 @@ class ModuleImporter:
                     text = attr_to_text(key, hlo.attrs[key], A.MODULE_ATTRS).split("=", 1)[1]
                     attrs[f"hlo.{key}"] = ir.StringAttr.get(text)
             if "frontend_attributes" in hlo.attrs:
-                attrs["mhlo.frontend_attributes"] = ir.DictAttr.get(
-                    {k: ir.StringAttr.get(v) for k, v in hlo.attrs["frontend_attributes"].items()})
+                attrs["mhlo.frontend_attributes"] = frontend_attributes(hlo.attrs["frontend_attributes"])
             self._import_entry(entry)
             if self.elided_constants:
                 attrs["hlo.elided_constants"] = ir.ArrayAttr.get(
@@ -374,6 +373,12 @@ def dense_scalar_attr(one: np.ndarray, element_type: str) -> ir.Attribute:
     if isinstance(t, ir.ComplexType):
         return ir.DenseElementsAttr.get(np.asarray(one).reshape(()), type=t).get_splat_value()
     return ir.FloatAttr.get(t, float(v))
+
+
+def frontend_attributes(values: dict[str, Any]) -> ir.DictAttr:
+    """`frontend_attributes={...}` as the dictionary XLA's importer attaches (braced MLIR
+    values such as Shardy meshes stay as their text)."""
+    return ir.DictAttr.get({k: ir.StringAttr.get(v.text if isinstance(v, A.Raw) else v) for k, v in values.items()})
 
 
 def _async_sugar_rule(opcode: str) -> ImportRule | None:

@@ -9,6 +9,7 @@ import re
 from jaxlib.mlir import ir
 
 from converter.importer import build as b
+from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
 
 
@@ -29,7 +30,7 @@ def collective_attrs(ctx, with_global_ids: bool = True) -> dict[str, ir.Attribut
     frontend = ctx.attrs.get("frontend_attributes")
     if frontend:
         # Kept for passes that match chains of collectives (TPU `chain_id`).
-        attrs["mhlo.frontend_attributes"] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in frontend.items()})
+        attrs["mhlo.frontend_attributes"] = frontend_attributes(frontend)
     return attrs
 
 

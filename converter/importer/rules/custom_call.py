@@ -11,6 +11,7 @@ from jaxlib.mlir.dialects import stablehlo
 from converter.hlo.attrs import INSTRUCTION_ATTRS
 from converter.hlo.printer import attr_to_text, sharding_to_text
 from converter.importer import build as b
+from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
 
 CONVOLUTION_ATTRS = ("window", "dim_labels", "feature_group_count", "batch_group_count", "operand_precision")
@@ -84,7 +85,7 @@ def import_custom_call(ctx, *operands):
         attrs["hlo.result_layouts"] = ir.ArrayAttr.get([_layout_attr(s) for s in ctx.shape.leaves()])
     frontend = a.get("frontend_attributes")
     if frontend:
-        attrs["mhlo.frontend_attributes"] = ir.DictAttr.get({k: ir.StringAttr.get(v) for k, v in frontend.items()})
+        attrs["mhlo.frontend_attributes"] = frontend_attributes(frontend)
     sharding = a.get("sharding")
     if sharding is not None:
         attrs["mhlo.sharding"] = ir.StringAttr.get(sharding_to_text(sharding))
