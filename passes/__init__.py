@@ -13,6 +13,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     threefry,
     topk,
     tpu_async_collectives,
+    tpu_custom_calls,
     upstream,
 )
 from passes.errors import PassError

@@ -18,6 +18,7 @@ from passes.registry import PASSES, PassOptions
 DEFAULT_PIPELINE: tuple[str, ...] = (
     "strip-annotations",
     "tpu-async-collectives",
+    "tpu-custom-calls",
     "topk",
     "threefry",
     "cublas-gemm",

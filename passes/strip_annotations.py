@@ -10,7 +10,7 @@ from passes.registry import PassOptions, register_pass
 
 ANNOTATION_TARGETS = (
     "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost", "MoveToDevice",
-    "annotate_device_placement", "LayoutConstraint", "X64Combine", "InspectSharding",
+    "annotate_device_placement", "LayoutConstraint", "InspectSharding",
 )
 
 

@@ -19,9 +19,10 @@ DUMPS = pathlib.Path(__file__).parent / "dumps"
 CASES = sorted((p.parent.name, p.stem) for p in DUMPS.glob("*/*.hlo"))
 
 # TPU dumps of f32 programs compute matmuls and convolutions at the TPU's DEFAULT
-# precision (bf16 operands, f32 accumulation): against JAX's f32 CPU results they are
-# good to a few bf16 ulps of the operands.
-BACKEND_TOLERANCE = {"tpu": (3e-2, 3e-2)}
+# precision (bf16 operands, f32 accumulation).  The error of such a product is a few bf16
+# ulps (2^-8) of its operands' magnitudes, not of each output element (sums cancel), so
+# the absolute tolerance scales with the output's largest magnitude.
+BACKEND_TOLERANCE = {"tpu": 3e-2}
 
 
 def _per_device(arr: jax.Array, mesh: Mesh) -> np.ndarray:
@@ -57,6 +58,10 @@ def test_dump_matches_jax(backend, name):
         want = [np.asarray(w) for w in want]
     got = dump(*inputs)
     assert len(got) == len(want)
-    rtol, atol = BACKEND_TOLERANCE.get(backend, (None, None))
+    tol = BACKEND_TOLERANCE.get(backend)
     for i, (g, w) in enumerate(zip(got, want)):
-        assert_close(g, w, rtol=rtol, atol=atol, what=f"{backend}/{name} output {i}")
+        if tol is not None and w.dtype.kind in "fc" and w.size:
+            scale = float(np.max(np.abs(w.astype(np.complex128 if w.dtype.kind == "c" else np.float64))))
+            assert_close(g, w, rtol=tol, atol=tol * max(scale, 1.0), what=f"{backend}/{name} output {i}")
+        else:
+            assert_close(g, w, what=f"{backend}/{name} output {i}")

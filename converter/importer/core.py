@@ -245,22 +245,71 @@ class ComputationImporter:
                 operands.append(leaves if by_name[name].shape.is_tuple else leaves[0])
             ctx.instr = instr
             ctx.attrs = instr.attrs
-            ctx.shape = instr.shape
+            natural = _natural_shape(instr, by_name)
+            ctx.shape = natural or instr.shape
             try:
                 with mi.location(instr):
                     out = rule(ctx, *operands)
+                    if isinstance(out, ir.Value):
+                        out = [out]
+                    elif isinstance(out, ir.OpView) or isinstance(out, ir.Operation):
+                        out = list(out.results)
+                    else:
+                        out = list(out)
+                    if natural is not None:
+                        out = [_convert(v, t) for v, t in zip(out, mi.leaf_types(instr.shape))]
             except HloImportError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
                 raise mi.error(f"cannot import: {e}", instr) from e
-            if isinstance(out, ir.Value):
-                out = [out]
-            elif isinstance(out, ir.OpView) or isinstance(out, ir.Operation):
-                out = list(out.results)
-            else:
-                out = list(out)
             values[instr.name] = out
         return values[self.comp.root.name]
+
+
+# Ops whose results carry their operands' element type: result leaves follow operand 0,
+# or (POSITIONAL) result leaf i follows operand i.  XLA's TPU compiler changes element
+# types inside fusions ("float_type_correction": a pad or reshape of f32 values that
+# yields bf16, a reduce of f32 inputs with bf16 results); the op then computes in its
+# operands' type and the result is converted, which is what such a fused op does.
+FOLLOWS_OPERAND_0 = frozenset({
+    "reshape", "broadcast", "transpose", "slice", "reverse", "copy", "pad", "concatenate", "dynamic-slice",
+    "dynamic-update-slice", "gather", "negate", "abs", "exponential", "log", "tanh", "logistic", "sqrt", "rsqrt",
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "sine", "cosine",
+    "exponential-minus-one", "log-plus-one", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "sign",
+    "cbrt", "erf", "tan", "atan2", "and", "or", "xor", "not", "reduce-precision",
+})
+FOLLOWS_OPERAND_1 = frozenset({"select", "clamp"})
+POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduce", "all-gather", "reduce-scatter",
+                        "all-to-all", "collective-permute"})
+
+
+def _natural_shape(instr: Instruction, by_name: dict[str, Instruction]) -> Shape | None:
+    """The result shape in the element types the op computes in, when it differs from
+    the dump's (None otherwise: the common case, checked cheaply)."""
+    opcode = instr.opcode
+    shape = instr.shape
+    if opcode in FOLLOWS_OPERAND_0 or opcode in FOLLOWS_OPERAND_1:
+        if not shape.is_array or not instr.operands:
+            return None
+        source = by_name[instr.operands[0 if opcode in FOLLOWS_OPERAND_0 else 1]].shape
+        # complex → real (abs of c64 is f32) is the op's own type change.
+        if source.is_array and source.element_type != shape.element_type and source.element_type[0] != "c":
+            return Shape(source.element_type, shape.dims, shape.dynamic, shape.layout)
+        return None
+    if opcode in POSITIONAL:
+        leaves = shape.leaves()
+        sources = [by_name[name].shape for name in instr.operands[: len(leaves)]]
+        if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
+                any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
+            natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
+            return natural[0] if not shape.is_tuple else Shape("tuple", tuple_shapes=tuple(natural))
+    return None
+
+
+def _convert(value: ir.Value, t: ir.Type) -> ir.Value:
+    if value.type == t:
+        return value
+    return ir.Operation.create("stablehlo.convert", results=[t], operands=[value]).result
 
 
 class RuleContext:
@@ -352,7 +401,7 @@ def dense_elements(arr: np.ndarray, element_type: str) -> ir.DenseElementsAttr:
         shaped = ir.RankedTensorType.get(shape, t)
         return ir.DenseElementsAttr.get_splat(shaped, dense_scalar_attr(flat[:1], element_type))
     if element_type == "pred":
-        return ir.DenseElementsAttr.get(np.packbits(arr.astype(np.bool_), bitorder="little"), type=t, shape=shape)
+        return ir.DenseElementsAttr.get(arr.astype(np.bool_), type=t, shape=shape)
     return ir.DenseElementsAttr.get(arr, type=t, shape=shape)
 
 

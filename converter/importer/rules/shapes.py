@@ -51,6 +51,8 @@ def import_bitcast(ctx, x):
     src, dst = ctx.operand_shape(0), ctx.shape
     src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
+        if _same_tiled_storage(src, dst):
+            return _resize_within_tiles(x, list(src.dims), list(dst.dims))
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
     src_order = _major_to_minor(src)
     dst_order = _major_to_minor(dst)
@@ -70,6 +72,45 @@ def import_bitcast(ctx, x):
     y = b.transpose(x, src_order)
     y = b.reshape(y, dst_phys)
     return b.transpose(y, inverse)
+
+
+def _same_tiled_storage(src: Shape, dst: Shape) -> bool:
+    """Whether two shapes of one element type and layout occupy the same tiled storage:
+    XLA's TPU bitcasts may then change a tiled dimension within its tile padding (e.g.
+    f32[8,5] → f32[7,5] under T(8,128)).  Element (i, j, ...) sits at the same offset in
+    both when every tiled dimension spans the same number of tiles and the untiled ones
+    are equal, so such a bitcast is a slice (or a pad into the padding)."""
+    if (src.element_type != dst.element_type or src.layout is None or dst.layout is None
+            or src.rank != dst.rank or src.layout.minor_to_major != dst.layout.minor_to_major
+            or src.layout.tiles != dst.layout.tiles or not src.layout.tiles):
+        return False
+    order = _major_to_minor(src)
+    tile = src.layout.tiles[0].dims
+    if len(tile) > src.rank or any(t <= 0 for t in tile):
+        return False
+    tiled = order[src.rank - len(tile):]
+    for d in range(src.rank):
+        if d in tiled:
+            t = tile[tiled.index(d)]
+            if -(-src.dims[d] // t) != -(-dst.dims[d] // t):
+                return False
+        elif src.dims[d] != dst.dims[d]:
+            return False
+    return True
+
+
+def _resize_within_tiles(x, src_dims: list[int], dst_dims: list[int]):
+    common = [min(a, c) for a, c in zip(src_dims, dst_dims)]
+    if common != src_dims:
+        x = b.slice_(x, [0] * len(common), common)
+    if common != dst_dims:
+        # Elements beyond the source's extent are its tile padding: undefined, zeros here.
+        zero = b.scalar_constant(0, b.element_type_of(x))
+        x = b.op1("stablehlo.pad", b.tensor_type_like(x, dst_dims), [x, zero], {
+            "edge_padding_low": b.i64_array([0] * len(dst_dims)),
+            "edge_padding_high": b.i64_array([c - m for c, m in zip(dst_dims, common)]),
+            "interior_padding": b.i64_array([0] * len(dst_dims))})
+    return x
 
 
 def _moves_only_unit_dims(dims, perm) -> bool:
