@@ -141,7 +141,7 @@ def lookup_function(module: ir.Module, name: str) -> ir.Operation:
 def clone_function_body(fn: ir.Operation, args: Sequence[ir.Value]) -> list[ir.Value]:
     """Clone the single-block body of `fn` at the current insertion point with its
     arguments replaced by `args`; returns the values it returns.  (MLIR's inliner will
-    not inline into StableHLO regions such as a sort comparator.)"""
+    not inline StableHLO: jaxlib registers no inliner interface for it.)"""
     block = fn.regions[0].blocks[0]
     mapping: dict[ir.Value, ir.Value] = dict(zip(block.arguments, args))
     for op in block.operations:
@@ -149,12 +149,44 @@ def clone_function_body(fn: ir.Operation, args: Sequence[ir.Value]) -> list[ir.V
         if op.name in ("func.return", "stablehlo.return"):
             return [mapping.get(v, v) for v in op.operands]
         new = op.clone().operation
-        for old in list(op.operands):
-            if old in mapping:
-                new.replace_uses_of_with(old, mapping[old])
+        _remap(new, mapping)
         for old, fresh in zip(op.results, new.results):
             mapping[old] = fresh
     raise PassError(f"function {ir.StringAttr(fn.attributes['sym_name']).value} has no return")
+
+
+def _remap(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
+    """Point `op` and the ops nested in its regions (which may capture outer values) at
+    the mapped values."""
+    def visit(inner: ir.Operation) -> ir.WalkResult:
+        for old in list(inner.operands):
+            new = mapping.get(old)
+            if new is not None:
+                inner.replace_uses_of_with(old, new)
+        return ir.WalkResult.ADVANCE
+
+    op.walk(visit, ir.WalkOrder.PRE_ORDER)
+
+
+def inline_calls(module: ir.Module) -> int:
+    """Replace every func.call to a function of the module by a copy of its body.
+    Returns the number of calls inlined (dead functions are left to symbol-dce)."""
+    functions = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                 for op in module.body.operations if op.operation.name == "func.func"}
+    count = 0
+    while True:
+        calls = walk(module, "func.call")
+        if not calls:
+            break
+        for call in calls:
+            callee = functions.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
+            if callee is None or len(callee.regions[0].blocks) != 1:
+                raise PassError(f"{location_text(call)}: cannot inline a call to an external or multi-block function")
+            with call.location, ir.InsertionPoint(call):
+                results = clone_function_body(callee, list(call.operands))
+            replace(call, results)
+            count += 1
+    return count
 
 
 def defining_op(value: ir.Value) -> ir.Operation | None:

@@ -26,9 +26,12 @@ def symbol_dce(module: ir.Module, options: PassOptions) -> None:
     _run(module, "symbol-dce")
 
 
-@register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop dead functions")
+@register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop private functions")
 def inline(module: ir.Module, options: PassOptions) -> None:
-    _run(module, "inline,symbol-dce")
+    from passes.rewrite import inline_calls
+
+    inline_calls(module)
+    _run(module, "symbol-dce")
 
 
 @register_pass("legalize-chlo", "rewrite remaining CHLO ops (erf, top_k, acosh, ...) into StableHLO")

@@ -1,0 +1,187 @@
+"""The pass manager and the cleanup passes: pipelines, errors naming the pass, dumps after
+each pass, and the custom-call policy."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from jaxlib.mlir import ir
+
+import passes
+from converter.api import convert_text
+from converter.cli import main
+from passes import PASSES, PassError, PassOptions, parse_pipeline, register_pass, run_pipeline
+from tests.helpers import assert_close, convert_program, run_xla
+
+MODULE = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+fused {
+  p = f32[4,3]{1,0} parameter(0)
+  ROOT e = f32[4,3]{1,0} exponential(p)
+}
+ENTRY main {
+  x = f32[4,3]{1,0} parameter(0)
+  f = f32[4,3]{1,0} fusion(x), kind=kLoop, calls=fused
+  z = f32[] constant(0)
+  ROOT r = f32[4]{0} reduce(f, z), dimensions={1}, to_apply=add
+}
+"""
+
+
+def test_pipeline_parsing():
+    assert parse_pipeline("none") == []
+    default = parse_pipeline("default")
+    assert default == [p for p in passes.DEFAULT_PIPELINE if p in PASSES] and "cublas-gemm" in default
+    assert parse_pipeline("cse,canonicalize") == ["cse", "canonicalize"]
+    assert parse_pipeline("inline,default") == ["inline", *default]
+
+
+def test_unknown_pass_is_an_error_listing_the_known_ones(capsys, tmp_path):
+    with pytest.raises(PassError, match="unknown pass 'no-such-pass'.*known passes: .*canonicalize"):
+        parse_pipeline("cse,no-such-pass")
+    dump = tmp_path / "m.hlo"
+    dump.write_text(MODULE)
+    assert main(["convert", str(dump), "--pipeline", "no-such-pass"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown pass 'no-such-pass'" in err and "Traceback" not in err
+
+
+def test_verification_failure_names_the_pass():
+    @register_pass("test-break-module", "a deliberately broken pass (test only)")
+    def break_module(module: ir.Module, options: PassOptions) -> None:
+        from passes import rewrite as rw
+
+        op = rw.walk(module, "stablehlo.exponential")[0]
+        # A result type that disagrees with the operand's: invalid.
+        op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
+
+    try:
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            run_pipeline(module, ["test-break-module"])
+    finally:
+        del PASSES["test-break-module"]
+
+
+def test_dump_dir_writes_one_file_per_pass_in_order(tmp_path):
+    dump = tmp_path / "m.hlo"
+    dump.write_text(MODULE)
+    out = tmp_path / "passes"
+    assert main(["convert", str(dump), "--pipeline", "cse,canonicalize,symbol-dce", "--dump-dir", str(out),
+                 "-o", str(tmp_path / "m.mlir")]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["00-import.mlir", "01-cse.mlir", "02-canonicalize.mlir", "03-symbol-dce.mlir"]
+    assert all("stablehlo.reduce" in (out / n).read_text() for n in names)
+
+
+def test_print_ir_after_all(capsys, tmp_path):
+    dump = tmp_path / "m.hlo"
+    dump.write_text(MODULE)
+    assert main(["convert", str(dump), "--pipeline", "cse", "--print-ir-after-all", "-o", str(tmp_path / "o")]) == 0
+    assert "// -----// IR after cse //----- //" in capsys.readouterr().err
+
+
+def test_passes_command_lists_every_pass_with_its_line(capsys):
+    assert main(["passes"]) == 0
+    out = capsys.readouterr().out
+    for name, p in PASSES.items():
+        assert name in out and p.doc in out
+
+
+def test_keep_fusions_then_inline_gives_the_same_numbers():
+    kept = str(convert_text(MODULE, keep_fusions=True, pipeline="none"))
+    assert "call @fused" in kept and "func.func private @fused" in kept
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    inlined = convert_program(MODULE, pipeline="inline", keep_fusions=True)
+    assert "call @" not in str(inlined.module)
+    assert_close(inlined(x)[0], run_xla(MODULE, [x])[0])
+
+
+ANNOTATED = """HloModule annotated
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  a = f32[4]{0} custom-call(x), custom_call_target="Sharding", sharding={replicated}
+  b = f32[4]{0} custom-call(a), custom_call_target="MoveToHost"
+  c = f32[4]{0} custom-call(b), custom_call_target="MoveToDevice"
+  d = f32[4]{0} custom-call(c), custom_call_target="annotate_device_placement", frontend_attributes={_xla_buffer_placement="device"}
+  e = f32[4]{0} custom-call(d), custom_call_target="LayoutConstraint"
+  f = f32[4]{0} custom-call(e), custom_call_target="SPMDFullToShardShape", sharding={manual}
+  g = f32[4]{0} custom-call(f), custom_call_target="SPMDShardToFullShape", sharding={replicated}
+  ROOT n = f32[4]{0} negate(g)
+}
+"""
+
+
+def test_strip_annotations():
+    module = convert_text(ANNOTATED)
+    assert "custom_call" not in str(module)
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(convert_program(ANNOTATED)(x)[0], -x)
+
+
+def test_shape_changing_spmd_annotation_is_an_error():
+    text = ANNOTATED.replace('f = f32[4]{0} custom-call(e), custom_call_target="SPMDFullToShardShape"',
+                             'f = f32[2]{0} custom-call(e), custom_call_target="SPMDFullToShardShape"').replace(
+        "g = f32[4]{0} custom-call(f)", "g = f32[4]{0} custom-call(f)")
+    with pytest.raises(PassError, match="SPMDFullToShardShape.*changes the shape of its operand"):
+        convert_text(text, "a.hlo")
+
+
+UNKNOWN = """HloModule unknown
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  ROOT y = (f32[4]{0}, s8[64]{0}) custom-call(x), custom_call_target="__my_backend$magic", backend_config="{}"
+}
+"""
+
+
+def test_unknown_custom_call_is_an_error_naming_target_instruction_and_line(tmp_path, capsys):
+    dump = tmp_path / "u.hlo"
+    dump.write_text(UNKNOWN)
+    assert main(["convert", str(dump)]) == 1
+    err = capsys.readouterr().err
+    assert f"{dump}:4:3: %y" in err and "'__my_backend$magic' has no portable rewrite" in err
+    assert "known targets:" in err and "__cublas$lt$matmul" in err and "--allow-custom-call" in err
+    assert "Traceback" not in err
+    assert main(["convert", str(dump), "--allow-custom-call", "__my_backend$magic", "-o", str(tmp_path / "o")]) == 0
+    assert "__my_backend$magic" in (tmp_path / "o").read_text()
+
+
+def test_drop_unused_results_removes_an_unused_gpu_workspace():
+    module = convert_text("""HloModule ws
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  y = (f32[4]{0}, s8[64]{0}) custom-call(x), custom_call_target="__cudnn$somethingNew"
+  ROOT z = f32[4]{0} get-tuple-element(y), index=0
+}
+""", pipeline="drop-unused-results")
+    call = [line for line in str(module).splitlines() if "custom_call" in line][0]
+    assert "tensor<64xi8>" not in call and call.rstrip().endswith("-> tensor<4xf32>")
+
+
+def test_lapack_target_is_kept_cpu_only_and_rejected_when_strict(tmp_path, capsys):
+    import jax
+    import jax.numpy as jnp
+
+    a = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    dump = tmp_path / "qr.hlo"
+    dump.write_text(jax.jit(lambda a: jnp.linalg.qr(a)[1]).lower(a).compile().as_text())
+    module = convert_text(dump.read_text(), str(dump))
+    assert "lapack_" in str(module) and "hlo.cpu_only" in str(module)
+    got = convert_program(dump.read_text())(a)[0]
+    assert_close(np.abs(got), np.abs(np.linalg.qr(a)[1]), rtol=1e-4, atol=1e-5)  # signs are LAPACK's choice
+    assert main(["convert", str(dump), "--strict-portable"]) == 1
+    assert "runs only on jaxlib's CPU runtime (--strict-portable)" in capsys.readouterr().err
+
+
+def test_passes_see_options_io():
+    out = io.StringIO()
+    module = convert_text(MODULE, pipeline="none")
+    run_pipeline(module, ["cse"], print_ir_after_all=out)
+    assert "IR after cse" in out.getvalue()
