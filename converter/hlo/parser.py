@@ -1038,7 +1038,11 @@ def parse_literal(text: str, shape: Shape) -> tuple[Any, bool]:
             raise ValueError(f"literal has {len(pairs)} values, shape {shape} holds {count}")
         re_part = _float_array([a for a, _ in pairs])
         im_part = _float_array([b for _, b in pairs])
-        return (re_part + 1j * im_part).astype(dtypes.numpy_dtype(etype)).reshape(shape.dims), False
+        # Assign the parts separately: `re + 1j * im` turns an infinite imaginary part
+        # into a NaN real part (1j * inf is nan+infj).
+        values = np.empty(count, dtype=dtypes.numpy_dtype(etype))
+        values.real, values.imag = re_part, im_part
+        return values.reshape(shape.dims), False
     if not _RE_LITERAL_SHAPE.fullmatch(body):
         bad = re.search(r"[^\s{},]+", _RE_LITERAL_TOKEN.sub(" ", body))
         raise ValueError(f"expected a {etype} literal value, found '{bad.group(0)[:30] if bad else body[:30]}'")
@@ -1049,7 +1053,10 @@ def parse_literal(text: str, shape: Shape) -> tuple[Any, bool]:
     if etype == "pred":
         arr = np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
     elif dtype.kind in "iu" or etype in ("s4", "u4", "s2", "u2"):
-        arr = np.array([int(t, 0) for t in tokens]).astype(dtype)
+        # A fixed 64-bit type: left to infer, NumPy promotes a mix of u64-only and int64
+        # values to float64 and loses u64's upper range (and any odd value above 2^53).
+        wide = np.uint64 if etype.startswith("u") else np.int64
+        arr = np.array([int(t, 0) for t in tokens], dtype=wide).astype(dtype)
     else:
         arr = _float_array(tokens).astype(dtype)
     return arr.reshape(shape.dims), False

@@ -124,34 +124,46 @@ def import_mulhi(ctx, lhs, rhs):
 
 @import_rule("stochastic-convert")
 def import_stochastic_convert(ctx, x, random):
-    """Float → integer with stochastic rounding, as XLA's StochasticConvertDecomposer:
-    round |x| up when the random bits, read as a fraction of 2^bits, fall below the
-    fractional part of |x|; restore the sign; saturate to the target's range (NaN → 0)."""
+    """Float → signed integer with stochastic rounding, op for op as XLA's
+    StochasticConvertDecomposer defines it (the CPU and GPU compilers run it), so that
+    results agree bit for bit: the fractional part of |x| is scaled by 2^bits in the
+    operand's float type (f16 widened to f32 first) and converted to the random bits'
+    unsigned type; |x| rounds up when the random bits are below that; the sign comes back;
+    x <= min and x >= max (compared in the operand's type) saturate.  NaN gives 0 (the
+    conversions map NaN to 0).  Scaling in a narrow type matters: bf16's 8-bit fraction
+    times 2^16 is not the fraction an f32 computation sees, and the earlier rule here
+    (random · 2^-bits compared in the float type) rounded differently for f16 and bf16."""
     src = ctx.operand_shape(0).element_type
     dst = ctx.shape.element_type
-    if dst not in SIGNED_TYPES and not dst.startswith("u"):
-        raise ctx.error(f"stochastic-convert to {dst} (only float → integer is defined)")
-    ft = mlir_element_type(src)
+    random_type = ctx.operand_shape(1).element_type
+    if dst not in SIGNED_TYPES:
+        raise ctx.error(f"stochastic-convert to {dst}: XLA defines it only from a float type to a signed "
+                        f"integer type (its decomposer rejects other targets)")
+    if src not in FLOAT_TYPES or not random_type.startswith("u"):
+        raise ctx.error(f"stochastic-convert of {src} with {random_type} random bits (expected a float operand "
+                        f"and unsigned random bits of its width)")
     shape = b.shape_of(x)
+    ft = mlir_element_type(src)
     out_t = ctx.result_type()
     out_e = ir.RankedTensorType(out_t).element_type
-    bits = int(ctx.operand_shape(1).element_type[1:])
-    absx = b.unary("abs", x)
-    floor = b.unary("floor", absx)
-    frac = b.binary("subtract", absx, floor)
-    # random / 2^bits in the operand's float type.
-    scale = b.scalar_constant(2.0 ** -bits, ft, shape)
-    rand_f = b.binary("multiply", b.convert(random, ft), scale)
-    round_up = b.compare(rand_f, frac, "LT", "FLOAT")
-    one = b.scalar_constant(1.0, ft, shape)
-    magnitude = b.select(round_up, b.binary("add", floor, one), floor)
-    signed = b.select(b.compare(x, b.scalar_constant(0.0, ft, shape), "LT", "FLOAT"),
-                      b.unary("negate", magnitude), magnitude)
-    info_bits = int(dst[1:])
-    lo = -(2 ** (info_bits - 1)) if dst.startswith("s") else 0
-    hi = 2 ** (info_bits - 1) - 1 if dst.startswith("s") else 2 ** info_bits - 1
-    clamped = b.op1("stablehlo.clamp", signed.type,
-                    [b.scalar_constant(lo, ft, shape), signed, b.scalar_constant(hi, ft, shape)])
-    converted = b.op1("stablehlo.convert", out_t, [clamped])
-    is_nan = b.compare(x, x, "NE", "FLOAT")
-    return b.select(is_nan, b.scalar_constant(0, out_e, shape), converted)
+    random_e = mlir_element_type(random_type)
+    bits = int(random_type[1:])
+    negative = b.compare(b.unary("sign", x), b.scalar_constant(0.0, ft, shape), "LT", "FLOAT")
+    magnitude = b.unary("abs", x)
+    whole = b.unary("floor", magnitude)
+    fraction = b.binary("subtract", magnitude, whole)
+    if src == "f16":
+        fraction = b.convert(fraction, mlir_element_type("f32"))
+    fraction_t = b.element_type_of(fraction)
+    scaled = b.binary("multiply", fraction, b.scalar_constant(2.0 ** bits, fraction_t, shape))
+    threshold = b.convert(scaled, random_e)
+    round_up = b.compare(random, threshold, "LT", "UNSIGNED")
+    truncated = b.convert(whole, out_e)
+    rounded = b.select(round_up, b.binary("add", truncated, b.scalar_constant(1, out_e, shape)), truncated)
+    signed = b.select(negative, b.unary("negate", rounded), rounded)
+    width = int(dst[1:])
+    lowest, highest = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    at_lowest = b.compare(x, b.scalar_constant(float(lowest), ft, shape), "LE", "FLOAT")
+    signed = b.select(at_lowest, b.scalar_constant(lowest, out_e, shape), signed)
+    at_highest = b.compare(x, b.scalar_constant(float(highest), ft, shape), "GE", "FLOAT")
+    return b.select(at_highest, b.scalar_constant(highest, out_e, shape), signed)
