@@ -383,11 +383,13 @@ class RuleContext:
         """A splat or dense constant of an HLO element type."""
         arr = np.asarray(value)
         t = ir.RankedTensorType.get(list(shape), mlir_element_type(element_type))
-        if arr.size == 1:
+        if arr.size == 1 and element_type not in ("c64", "c128"):
             scalar = np.asarray(arr.reshape(()), dtype=dtypes.numpy_dtype(element_type)).reshape(1)
             attr = ir.DenseElementsAttr.get_splat(t, dense_scalar_attr(scalar, element_type))
         else:
-            attr = dense_elements(np.asarray(arr, dtype=dtypes.numpy_dtype(element_type)).reshape(shape), element_type)
+            values = np.asarray(arr, dtype=dtypes.numpy_dtype(element_type))
+            values = np.broadcast_to(values.reshape(()), shape) if values.size == 1 else values.reshape(shape)
+            attr = dense_elements(values, element_type)
         return stablehlo.ConstantOp(attr).result
 
 
@@ -397,6 +399,10 @@ def dense_elements(arr: np.ndarray, element_type: str) -> ir.DenseElementsAttr:
     shape = list(np.shape(arr))
     arr = np.ascontiguousarray(arr).reshape(shape)  # ascontiguousarray makes 0-d arrays 1-d
     flat = arr.reshape(-1)
+    if element_type in ("c64", "c128"):
+        # No Python binding makes a complex element attribute for get_splat; the array
+        # form takes complex data of any shape (MLIR stores a uniform one as a splat).
+        return ir.DenseElementsAttr.get(arr, type=t, shape=shape)
     if flat.size == 1 or (flat.size > 1 and _all_same_bits(flat)):
         shaped = ir.RankedTensorType.get(shape, t)
         return ir.DenseElementsAttr.get_splat(shaped, dense_scalar_attr(flat[:1], element_type))
