@@ -27,6 +27,12 @@ def xla_stablehlo_text(hlo_text: str) -> str:
 def run_with_xla(hlo_text: str, inputs: Sequence[np.ndarray], num_replicas: int = 1) -> list[np.ndarray]:
     """Outputs of the HLO module as XLA computes them (flattened result leaves).  With
     num_replicas > 1 the inputs and outputs carry a leading per-device axis."""
+    return xla_program(hlo_text, num_replicas)(*inputs)
+
+
+def xla_program(hlo_text: str, num_replicas: int = 1):
+    """The HLO module as XLA imports it, ready to compile and run (a
+    converter.runtime.Program): call it on several inputs to compile once."""
     from converter.mlir_context import make_context
     from converter.runtime import program_from_module
     from converter.serialize import load_module
@@ -43,5 +49,4 @@ def run_with_xla(hlo_text: str, inputs: Sequence[np.ndarray], num_replicas: int 
         with module.context:
             module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(
                 ir.IntegerType.get_signless(32), num_replicas)
-    program = program_from_module(module)
-    return program(*inputs)
+    return program_from_module(module)

@@ -129,3 +129,22 @@ def flush_subnormals(x: np.ndarray) -> np.ndarray:
         wide = x.astype(np.float64)
         x[np.abs(wide) < float(limit)] = 0
     return x
+
+
+def differential_runs(hlo_text: str, input_sets: Sequence[Sequence[np.ndarray]], labels: Sequence[str],
+                      exact: Sequence[bool] | None = None) -> list[list[np.ndarray]]:
+    """differential_by_output for several inputs of one module, each side compiled once
+    (selector and index sweeps).  Returns ours, one list of outputs per input set."""
+    from converter.xla_oracle import xla_program
+    from tests.helpers import assert_close, convert_program
+
+    ours_program, xla = convert_program(hlo_text), xla_program(hlo_text)
+    results = []
+    for inputs in input_sets:
+        ours, theirs = ours_program(*inputs), xla(*inputs)
+        assert len(ours) == len(theirs) == len(labels)
+        for i, (a, e, label) in enumerate(zip(ours, theirs, labels)):
+            kwargs = {"rtol": 0.0, "atol": 0.0} if exact is not None and exact[i] else {}
+            assert_close(a, e, what=f"{label} for inputs {[np.asarray(x).tolist() for x in inputs][:3]}", **kwargs)
+        results.append(ours)
+    return results
