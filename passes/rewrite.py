@@ -60,7 +60,10 @@ def attr_to_python(attr: ir.Attribute) -> Any:
     if isinstance(attr, ir.FloatAttr):
         return float(attr.value)
     if isinstance(attr, ir.StringAttr):
-        return attr.value
+        try:
+            return attr.value
+        except (RuntimeError, UnicodeDecodeError):  # binary bytes (an opaque struct)
+            return attr.value_bytes.decode("utf-8", errors="replace")
     if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr, ir.DenseBoolArrayAttr)):
         return list(attr)
     if isinstance(attr, ir.UnitAttr):

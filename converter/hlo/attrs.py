@@ -183,6 +183,29 @@ class BackendConfig:
             return c_unescape(self.raw[1:-1])
         return self.raw
 
+    def data(self) -> bytes:
+        """The config's exact bytes.  A string config may be binary (Transformer Engine's
+        opaque descriptors: packed structs), which `text()` cannot hold losslessly."""
+        if self.form != "string":
+            return self.raw.encode("utf-8")
+        from converter.hlo.parser import _RE_C_ESCAPE, _SIMPLE_ESCAPES
+
+        s = self.raw[1:-1]
+        out = bytearray()
+        pos = 0
+        for m in _RE_C_ESCAPE.finditer(s):
+            out += s[pos : m.start()].encode("utf-8")
+            octal, hexa, char = m.groups()
+            if octal is not None:
+                out.append(int(octal, 8) & 0xFF)
+            elif hexa is not None:
+                out.append(int(hexa, 16))
+            else:
+                out += _SIMPLE_ESCAPES.get(char, "\\" + char).encode("utf-8")
+            pos = m.end()
+        out += s[pos:].encode("utf-8")
+        return bytes(out)
+
 
 @dataclass(frozen=True, slots=True)
 class MlirAttr:

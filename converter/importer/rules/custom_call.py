@@ -56,7 +56,8 @@ def import_custom_call(ctx, *operands):
                 attrs["backend_config"] = ir.DictAttr.get({})
                 attrs["mhlo.backend_config"] = ir.StringAttr.get(config.text())
         else:
-            attrs["backend_config"] = ir.StringAttr.get(config.text())
+            # Bytes, not text: an opaque config may be a binary struct (not UTF-8).
+            attrs["backend_config"] = ir.StringAttr.get(config.data())
     if a.get("custom_call_has_side_effect"):
         attrs["has_side_effect"] = ir.BoolAttr.get(True)
     called = a.get("called_computations") or ([a["to_apply"]] if "to_apply" in a else a.get("calls"))
