@@ -61,6 +61,9 @@ class AttentionConfig:
     shift: int = 0
     block_q: int = 0  # 0: chosen from the shapes
     block_k: int = 0
+    # dbias is ∂L/∂(the bias the core adds) times this: a front-end that feeds the core
+    # scale·bias (pre-scale bias) wants ∂L/∂bias = scale·dS.
+    dbias_scale: float = 1.0
 
     @property
     def group(self) -> int:
@@ -266,6 +269,67 @@ def _q_block_range(cfg: AttentionConfig, masks: TokenMasks, kb: ir.Value, bq: in
     if cfg.window_left >= 0:
         hi = _clamp_i32(0, _add(_floordiv(_add(last_key, _i32(cfg.window_left - cfg.shift)), bq), _i32(1)), nqb)
     return lo, hi
+
+
+# ----------------------------------------------------------- packed segments
+def segment_tokens(lengths: ir.Value, starts: ir.Value, batch: int, seq: int) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """Packed sequences (TE's THD layouts, cuDNN's max_seg_per_batch > 1): segment slot k
+    covers the flattened tokens [starts[k], starts[k] + lengths[k]) of the [batch·seq]
+    token axis.  Returns i32 [batch, seq] (segment k + 1, or 0 for a token no segment
+    covers; position from the segment start; the length of the token's segment).
+    Slots of length ≤ 0 are empty."""
+    i32 = _i32_type()
+    count = b.shape_of(lengths)[0]
+    lengths, starts = b.convert(lengths, i32), b.convert(starts, i32)
+    shape = [batch * seq, count]
+    tokens = b.iota(i32, shape, 0)
+    start_b, length_b = _bcast(starts, shape, [1]), _bcast(lengths, shape, [1])
+    zero = _full(0, shape, i32)
+    inside = b.binary("and", b.compare(tokens, start_b, "GE", "SIGNED"),
+                      b.compare(tokens, _add(start_b, length_b), "LT", "SIGNED"))
+    inside = b.binary("and", inside, b.compare(length_b, zero, "GT", "SIGNED"))
+    # Segments do not overlap, so a sum over slots picks the one that covers a token.
+    segment = b.reduce(b.select(inside, _add(b.iota(i32, shape, 1), _full(1, shape, i32)), zero), [1], "add", 0)
+    position = b.reduce(b.select(inside, _sub(tokens, start_b), zero), [1], "add", 0)
+    own_length = b.reduce(b.select(inside, length_b, zero), [1], "add", 0)
+    return tuple(b.reshape(x, [batch, seq]) for x in (segment, position, own_length))
+
+
+def lse_to_segment_major(lse: ir.Value, lengths: ir.Value, starts: ir.Value) -> ir.Value:
+    """LSE f32 [N, H, S] (per token) → [K, H, S] per segment slot k and position i from the
+    segment's start (cuDNN's packed statistics; TE THD before cuDNN 9.6).  Positions at or
+    beyond a segment's length hold −inf."""
+    i32 = _i32_type()
+    n, h, s = b.shape_of(lse)
+    count = b.shape_of(lengths)[0]
+    tokens = b.reshape(b.transpose(lse, [0, 2, 1]), [n * s, h])
+    shape = [count, s]
+    position = b.iota(i32, shape, 1)
+    index = _add(_bcast(b.convert(starts, i32), shape, [0]), position)
+    index = b.op1("stablehlo.clamp", index.type, [_full(0, shape, i32), index, _full(n * s - 1, shape, i32)])
+    picked = b.gather(tokens, b.reshape(index, [count, s, 1]), [count, s, h], offset_dims=[2],
+                      collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=2, slice_sizes=[1, h])
+    valid = b.compare(position, _bcast(b.convert(lengths, i32), shape, [0]), "LT", "SIGNED")
+    picked = b.select(_bcast(valid, [count, s, h], [0, 1]), picked, _full(NEG_INF, [count, s, h]))
+    return b.transpose(picked, [0, 2, 1])
+
+
+def lse_from_segment_major(stats: ir.Value, segment: ir.Value, position: ir.Value) -> ir.Value:
+    """The inverse of lse_to_segment_major: [K, H, S] → per token [N, H, S] given each
+    token's segment (k + 1, 0 for none) and position; −inf for tokens in no segment."""
+    i32 = _i32_type()
+    count, h, s = b.shape_of(stats)
+    n, seq = b.shape_of(segment)
+    shape = [n, seq]
+    slot = b.op1("stablehlo.clamp", segment.type, [_full(0, shape, i32), _sub(segment, _full(1, shape, i32)),
+                                                   _full(count - 1, shape, i32)])
+    pos = b.op1("stablehlo.clamp", position.type, [_full(0, shape, i32), position, _full(s - 1, shape, i32)])
+    index = b.concatenate([b.reshape(slot, [n, seq, 1]), b.reshape(pos, [n, seq, 1])], 2)
+    picked = b.gather(b.transpose(b.convert(stats, _f32()), [0, 2, 1]), index, [n, seq, h], offset_dims=[2],
+                      collapsed_slice_dims=[0, 1], start_index_map=[0, 1], index_vector_dim=2, slice_sizes=[1, 1, h])
+    covered = b.compare(segment, _full(0, shape, i32), "NE", "SIGNED")
+    picked = b.select(_bcast(covered, [n, seq, h], [0, 1]), picked, _full(NEG_INF, [n, seq, h]))
+    return b.transpose(picked, [0, 2, 1])
 
 
 # -------------------------------------------------------------------- dropout
@@ -526,9 +590,12 @@ def attention_backward(cfg: AttentionConfig, inp: AttentionInputs, out: ir.Value
     dbias = None
     if dbias_l:
         nb, hb = b.shape_of(inp.bias)[:2]
-        dbias = b.convert(b.slice_(dbias_l[0], [0, 0, 0, 0], [nb, hb, cfg.q_len, cfg.kv_len]),
-                          b.element_type_of(inp.bias))
+        dbias = b.slice_(dbias_l[0], [0, 0, 0, 0], [nb, hb, cfg.q_len, cfg.kv_len])
+        if cfg.dbias_scale != 1.0:
+            dbias = _scalar_mul(dbias, cfg.dbias_scale)
+        dbias = b.convert(dbias, b.element_type_of(inp.bias))
     return dq, dk, dv, dbias
 
 
-__all__ = ["AttentionConfig", "AttentionInputs", "TokenMasks", "attention_backward", "attention_forward"]
+__all__ = ["AttentionConfig", "AttentionInputs", "TokenMasks", "attention_backward", "attention_forward",
+           "lse_from_segment_major", "lse_to_segment_major", "segment_tokens"]

@@ -6,10 +6,13 @@ Targets (xla/service/gpu/cublas_cudnn.cc; built by jax/_src/cudnn/fused_attentio
 `__cudnn$fmhaScaleBiasSoftmax`, `__cudnn$fmhaSoftmaxDropout`,
 `__cudnn$fmhaScaleBiasSoftmaxDropout` and their `Backward` counterparts.
 
-Forward operands: Q, K, V, [bias], [q_seqlen, kv_seqlen]; results: O (logical
-[B, N, T, H], laid out like Q), [stats = LSE f32 [B, N, T] when training], workspace.
-Backward operands: Q, K, V, stats, dO, [bias], O, [q_seqlen, kv_seqlen]; results dQ, dK,
-dV (logical [B, N, T, H]), [dbias], workspace.  `cudnn_fmha_backend_config` gives
+Forward operands: Q, K, V, [bias], [q_seqlen, kv_seqlen], [q_offsets, kv_offsets];
+results: O (logical [B, N, T, H], laid out like Q), [stats = LSE f32 [B·M, N, T] when
+training], workspace.  Backward operands: Q, K, V, stats, dO, [bias], O, [q_seqlen,
+kv_seqlen], [q_offsets, kv_offsets]; results dQ, dK, dV (logical [B, N, T, H]), [dbias],
+workspace.  Packed segments (max_seg_per_batch M > 1): lengths [B, M] and element offsets
+[B, M+1] (token · N · H) as jax's `_fix_seqlen_offsets` writes them, attention within each
+segment, statistics per segment slot and position from the segment's start.  `cudnn_fmha_backend_config` gives
 fmha_scale (applied to Q·Kᵀ before the bias), mask_type (NO_MASK, PADDING, CAUSAL —
 top-left only —, PADDING_CAUSAL), sliding_window_length w (keys j > i − w), dropout_rate
 and seed, and the dot dimension numbers from which Q's layout follows (batch dims [0,2]:
@@ -21,15 +24,19 @@ core's portable one, not cuDNN's.
 
 from __future__ import annotations
 
+import math
+
 from jaxlib.mlir import ir
 
 from passes import rewrite as rw
-from passes.attention_core import AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward
+from passes.attention_core import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
+                                   lse_from_segment_major, lse_to_segment_major, segment_tokens)
 from passes.registry import PassOptions, register_pass
 
 FORWARD = ("__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaSoftmaxDropout",
            "__cudnn$fmhaScaleBiasSoftmaxDropout")
 BACKWARD = tuple(t + "Backward" for t in FORWARD)
+FP8 = ("__cudnn$fmhaSoftmaxF8", "__cudnn$fmhaSoftmaxBackwardF8")
 MASK_TYPES = {0: "NO_MASK", 1: "PADDING", 2: "CAUSAL", 3: "PADDING_CAUSAL", 4: "ALIBI"}
 
 
@@ -49,6 +56,12 @@ def _mask_type(op, cfg: dict) -> str:
     return name
 
 
+def _segments_per_batch(op, cfg: dict) -> int:
+    if cfg.get("is_paged_attention"):
+        raise rw.op_error(op, "is_paged_attention: paged cuDNN attention (page tables) is not supported")
+    return int(cfg.get("max_seg_per_batch", 1) or 1)
+
+
 def _heads_major(op, cfg: dict, key: str) -> bool:
     """True for BNTH (batch dims [0,1]), False for BTNH (batch dims [0,2])."""
     dims = cfg.get(key) or {}
@@ -65,39 +78,88 @@ def _to_tokens(x: ir.Value, heads_major: bool) -> ir.Value:
     return rw.build.transpose(x, [0, 2, 1, 3]) if heads_major else x
 
 
-def _prepare(op, cfg: dict, q, k, v, bias, q_len, kv_len, heads_major: bool, block: int):
+def _split_operands(op, rest: list[ir.Value], has_bias: bool, padding: bool, packed: bool, names: str):
+    """(bias, q_seqlen, kv_seqlen, q_offsets, kv_offsets) from the optional operands, in
+    the order jax writes them (_dot_product_attention_fwd/bwd_cuda_lowering)."""
+    expected = (1 if has_bias else 0) + (2 if padding or packed else 0) + (2 if packed else 0)
+    if len(rest) != expected:
+        raise rw.op_error(op, f"{len(op.operands)} operands do not match {names}{', bias' if has_bias else ''}"
+                              f"{', q_seqlen, kv_seqlen' if padding or packed else ''}"
+                              f"{', q_offsets, kv_offsets' if packed else ''}")
+    bias = rest.pop(0) if has_bias else None
+    lengths = (rest.pop(0), rest.pop(0)) if padding or packed else (None, None)
+    offsets = (rest.pop(0), rest.pop(0)) if packed else (None, None)
+    return bias, lengths, offsets
+
+
+class _Packed:
+    """Per-side packed segments: slot lengths and token starts on the flattened axis."""
+
+    def __init__(self, lengths: ir.Value, starts: ir.Value):
+        self.lengths, self.starts = lengths, starts
+
+
+def _packed_side(op, lengths: ir.Value, offsets: ir.Value, slots: int, stride: int) -> _Packed:
+    """cuDNN reads B·M lengths and the first B·M element offsets; jax scaled each token
+    offset by the query's N·H (the token stride of BTNH)."""
     b = rw.build
-    if int(cfg.get("max_seg_per_batch", 1) or 1) > 1 or cfg.get("is_paged_attention"):
-        raise rw.op_error(op, "packed (max_seg_per_batch > 1) or paged cuDNN attention is not supported")
+    i32 = ir.IntegerType.get_signless(32)
+    flat_len = b.convert(b.reshape(lengths, [b.shape_of(lengths)[0] * b.shape_of(lengths)[1]]), i32)
+    flat_off = b.convert(b.reshape(offsets, [b.shape_of(offsets)[0] * b.shape_of(offsets)[1]]), i32)
+    if b.shape_of(flat_len)[0] < slots or b.shape_of(flat_off)[0] < slots:
+        raise rw.op_error(op, f"packed lengths {lengths.type} / offsets {offsets.type} hold fewer than {slots} segments")
+    starts = b.binary("divide", b.slice_(flat_off, [0], [slots]), b.scalar_constant(stride, i32, [slots]))
+    return _Packed(b.slice_(flat_len, [0], [slots]), starts)
+
+
+def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, block: int):
+    b = rw.build
     mask = _mask_type(op, cfg)
+    segments = _segments_per_batch(op, cfg)
     q, k, v = (_to_tokens(x, heads_major) for x in (q, k, v))
     n, sq, hq, dq = b.shape_of(q)
     _, skv, hkv, _ = b.shape_of(k)
     window = int(cfg.get("sliding_window_length", 0) or 0)
     dropout = float(cfg.get("dropout_rate", 0.0) or 0.0)
+    if not 0.0 <= dropout < 1.0:
+        raise rw.op_error(op, f"dropout_rate={dropout} is outside [0, 1)")
     config = AttentionConfig(batch=n, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, qk_dim=dq,
                              v_dim=b.shape_of(v)[3], scale=float(cfg.get("fmha_scale", 1.0)),
                              causal=mask in ("CAUSAL", "PADDING_CAUSAL"),
                              window_left=window - 1 if window > 0 else -1, dropout=dropout,
                              block_q=block, block_k=block)
     masks = TokenMasks()
-    if mask.startswith("PADDING"):
-        i32 = ir.IntegerType.get_signless(32)
-        for side, lengths, seq in (("q", q_len, sq), ("kv", kv_len, skv)):
+    i32 = ir.IntegerType.get_signless(32)
+    q_packed = None
+    if segments > 1:
+        if heads_major or hq != hkv:
+            raise rw.op_error(op, f"max_seg_per_batch={segments} with {'BNTH' if heads_major else 'GQA'}: jax scales "
+                                  "packed offsets by the query's N·H as BTNH token strides, which only mean tokens "
+                                  "for BTNH without grouped KV heads")
+        slots = n * segments
+        q_packed = _packed_side(op, lengths[0], offsets[0], slots, hq * dq)
+        kv_packed = _packed_side(op, lengths[1], offsets[1], slots, hq * dq)
+        masks.q_segment, masks.q_position, _ = segment_tokens(q_packed.lengths, q_packed.starts, n, sq)
+        masks.kv_segment, masks.kv_position, _ = segment_tokens(kv_packed.lengths, kv_packed.starts, n, skv)
+    elif mask.startswith("PADDING"):
+        for side, length, seq in (("q", lengths[0], sq), ("kv", lengths[1], skv)):
             index = b.iota(i32, [n, seq], 1)
-            inside = b.compare(index, b.broadcast_in_dim(b.convert(lengths, i32), [n, seq], [0]), "LT", "SIGNED")
+            length = b.convert(b.reshape(length, [n]), i32)
+            inside = b.compare(index, b.broadcast_in_dim(length, [n, seq], [0]), "LT", "SIGNED")
             setattr(masks, f"{side}_segment",
                     b.select(inside, b.scalar_constant(1, i32, [n, seq]), b.scalar_constant(0, i32, [n, seq])))
     seed = None
     if dropout > 0:
         seed = b.scalar_constant(int(cfg.get("seed", 0)) & (2**64 - 1), ir.IntegerType.get_unsigned(64))
-    return config, AttentionInputs(q, k, v, bias, masks, seed)
+    return config, AttentionInputs(q, k, v, bias, masks, seed), q_packed
 
 
 @register_pass("cudnn-fmha",
                "XLA cuDNN fused attention (__cudnn$fmha*, forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD)
+               targets=FORWARD + BACKWARD + FP8)
 def lower_cudnn_fmha(module: ir.Module, options: PassOptions) -> None:
+    for op in rw.custom_calls(module, FP8):
+        raise rw.op_error(op, "FP8 cuDNN attention (descale/scale factors, amax outputs) is not supported")
     for op in rw.custom_calls(module, FORWARD):
         lower_cudnn_fmha_forward(op, options.attention_block)
     for op in rw.custom_calls(module, BACKWARD):
@@ -108,54 +170,63 @@ def lower_cudnn_fmha_forward(op: ir.Operation, block: int = 0) -> None:
     b = rw.build
     cfg = _config(op)
     target = rw.call_target(op)
-    has_bias = "ScaleBias" in target
     ops = list(op.operands)
-    q, k, v = ops[:3]
-    rest = ops[3:]
-    bias = rest.pop(0) if has_bias else None
     padding = _mask_type(op, cfg).startswith("PADDING")
-    q_len, kv_len = (rest[0], rest[1]) if padding and len(rest) >= 2 else (None, None)
-    if len(rest) != (2 if padding else 0):
-        raise rw.op_error(op, f"{len(ops)} operands do not match Q, K, V{', bias' if has_bias else ''}"
-                              f"{', q_seqlen, kv_seqlen' if padding else ''}")
+    packed = _segments_per_batch(op, cfg) > 1
+    bias, lengths, offsets = _split_operands(op, ops[3:], "ScaleBias" in target, padding, packed, "Q, K, V")
     results = list(op.results)
     training = len(results) == 3
     heads_major = _heads_major(op, cfg, "bmm1_dot_dimension_numbers")
     with rw.at(op):
-        config, inputs = _prepare(op, cfg, q, k, v, bias, q_len, kv_len, heads_major, block)
+        config, inputs, q_packed = _prepare(op, cfg, *ops[:3], bias, lengths, offsets, heads_major, block)
         out, lse = attention_forward(config, inputs)  # [B, T, N, Hv], [B, N, T]
         values = [b.transpose(out, [0, 2, 1, 3])]  # the result is logically [B, N, T, Hv]
         if training:
-            values.append(b.reshape(lse, list(ir.RankedTensorType(results[1].type).shape)))
+            if q_packed is not None:
+                lse = lse_to_segment_major(lse, q_packed.lengths, q_packed.starts)  # [B·M, N, T]
+            values.append(_stats_value(op, lse, results[1].type))
     values += [None if not rw.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
     rw.replace(op, values)
+
+
+def _stats_value(op, lse: ir.Value, stats_type: ir.Type) -> ir.Value:
+    b = rw.build
+    t = ir.RankedTensorType(stats_type)
+    if math.prod(b.shape_of(lse)) != math.prod(t.shape):
+        raise rw.op_error(op, f"stats of type {stats_type} cannot hold the LSE f32{b.shape_of(lse)}")
+    return b.convert(b.reshape(lse, list(t.shape)), t.element_type)
 
 
 def lower_cudnn_fmha_backward(op: ir.Operation, block: int = 0) -> None:
     b = rw.build
     cfg = _config(op)
     target = rw.call_target(op)
-    has_bias = "ScaleBias" in target
     ops = list(op.operands)
+    if len(ops) < 6:
+        raise rw.op_error(op, f"{len(ops)} operands: the backward has at least Q, K, V, stats, dO, O")
     q, k, v, stats, dout = ops[:5]
-    rest = ops[5:]
-    bias = rest.pop(0) if has_bias else None
-    out = rest.pop(0)
     padding = _mask_type(op, cfg).startswith("PADDING")
-    q_len, kv_len = (rest[0], rest[1]) if padding and len(rest) >= 2 else (None, None)
-    if len(rest) != (2 if padding else 0):
-        raise rw.op_error(op, f"{len(ops)} operands do not match Q, K, V, stats, dO{', bias' if has_bias else ''}, O"
-                              f"{', q_seqlen, kv_seqlen' if padding else ''}")
+    packed = _segments_per_batch(op, cfg) > 1
+    has_bias = "ScaleBias" in target
+    rest = ops[5:]
+    # O follows dO and the optional bias.
+    out = rest.pop(1 if has_bias else 0)
+    bias, lengths, offsets = _split_operands(op, rest, has_bias, padding, packed, "Q, K, V, stats, dO, O")
     results = list(op.results)
     heads_major = _heads_major(op, cfg, "bmm2_grad_gemm2_dot_dimension_numbers") \
         if "bmm2_grad_gemm2_dot_dimension_numbers" in cfg else _heads_major(op, cfg, "bmm1_dot_dimension_numbers")
     with rw.at(op):
-        config, inputs = _prepare(op, cfg, q, k, v, bias, q_len, kv_len, heads_major, block)
-        lse = b.reshape(b.convert(stats, ir.F32Type.get()), [config.batch, config.q_heads, config.q_len])
+        config, inputs, q_packed = _prepare(op, cfg, q, k, v, bias, lengths, offsets, heads_major, block)
+        stats = b.convert(stats, ir.F32Type.get())
+        if q_packed is not None:
+            lse = lse_from_segment_major(b.reshape(stats, [b.shape_of(stats)[0], config.q_heads, config.q_len]),
+                                         inputs.masks.q_segment, inputs.masks.q_position)
+        else:
+            lse = b.reshape(stats, [config.batch, config.q_heads, config.q_len])
         dq, dk, dv, dbias = attention_backward(config, inputs, _to_tokens(out, heads_major),
                                                _to_tokens(dout, heads_major), lse)
         values = [b.transpose(x, [0, 2, 1, 3]) for x in (dq, dk, dv)]  # logical [B, N, T, H]
-        if has_bias:
+        if has_bias and len(results) > 4:
             values.append(dbias)
     values += [None if not rw.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
     rw.replace(op, values)

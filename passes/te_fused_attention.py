@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from jaxlib.mlir import ir
 
 from passes import rewrite as rw
-from passes.attention_core import AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward
+from passes.attention_core import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
+                                   lse_from_segment_major, lse_to_segment_major, segment_tokens)
 from passes.registry import PassOptions, register_pass
 
 FORWARD = ("te_fused_attn_forward_ffi", "te_fused_attn_forward")
@@ -71,8 +72,17 @@ def _roles(op: ir.Operation, forward: bool) -> TeCall:
         if n == 14:  # v2.10+: softmax_offset at index 4
             q, k, v, bias, offset, seed, q_cu, kv_cu, q_off, k_off = ops[:10]
             return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off, softmax_offset=offset)
-        if n == 9:  # v1.9 – v2.0: seed last
-            q, k, v, bias, q_cu, kv_cu, q_off, k_off, seed = ops
+        if n == 9:
+            # v1.9 – v2.0 put the seed last; the opaque calls of v2.1 – v2.2 put it at index
+            # 4, where v1.9 has q_cu_seqlens.  The seed is the unsigned operand (JAX key
+            # data, u32); cu_seqlens and offsets are signed.
+            if _is_unsigned(ops[8]) and not _is_unsigned(ops[4]):
+                q, k, v, bias, q_cu, kv_cu, q_off, k_off, seed = ops
+            elif _is_unsigned(ops[4]) and not _is_unsigned(ops[8]):
+                q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off = ops
+            else:
+                raise rw.op_error(op, "9 operands, but neither operand 4 (TE v2.1 – v2.2) nor operand 8 "
+                                      "(TE v1.9 – v2.0) alone is an unsigned seed: cannot tell the TE version")
             return TeCall(q, k, v, bias, seed, q_cu, kv_cu, q_off, k_off)
         if n == 7:  # v1.5 – v1.8
             q, k, v, bias, q_cu, kv_cu, seed = ops
@@ -91,26 +101,62 @@ def _roles(op: ir.Operation, forward: bool) -> TeCall:
                           f"(forward 7/9/13/14, backward 10/12/16/17)")
 
 
+def _is_unsigned(value: ir.Value) -> bool:
+    element = rw.build.element_type_of(value)
+    return isinstance(element, ir.IntegerType) and ir.IntegerType(element).is_unsigned
+
+
 # ---------------------------------------------------------------- attributes
 def _opaque_config(op: ir.Operation) -> dict:
     """The packed CustomCallFusedAttnDescriptor of the opaque targets (x86-64 layout),
-    identified by its length (TE v1.10 – v2.2: 128 or 112 bytes)."""
-    raw = ir.StringAttr(op.attributes["backend_config"]).value if "backend_config" in op.attributes else ""
-    data = raw.encode("latin-1", errors="replace")
-    if len(data) not in (112, 128):
-        raise rw.op_error(op, f"an opaque descriptor of {len(data)} bytes: only TE v1.10 – v2.2's (112/128 bytes) "
-                              "can be decoded")
-    (input_batch, bias_batch, q_max, kv_max, heads, groups, bias_heads, head_dim, max_seg, _ws) = \
-        struct.unpack_from("<10Q", data, 0)
-    scale, dropout = struct.unpack_from("<2f", data, 80)
-    bias_type, mask_type, layout, _dtype, _wdtype = struct.unpack_from("<5i", data, 88)
-    is_training = bool(data[108])
-    wl, wr = struct.unpack_from("<2q", data, 112) if len(data) == 128 else (-1, -1)
+    identified by its length: 128 bytes TE v1.12 – v2.2 (sliding window), 112 bytes
+    v1.9 – v1.11, 104 bytes v1.5 – v1.8 (no max_segments_per_seq; v1.5 also has no
+    qkv_layout, told apart below from the operands)."""
+    attr = op.attributes["backend_config"] if "backend_config" in op.attributes else None
+    data = ir.StringAttr(attr).value_bytes if attr is not None and isinstance(attr, ir.StringAttr) else b""
+    if len(data) in (112, 128):
+        (input_batch, bias_batch, q_max, kv_max, heads, groups, bias_heads, head_dim, max_seg, _ws) = \
+            struct.unpack_from("<10Q", data, 0)
+        scale, dropout = struct.unpack_from("<2f", data, 80)
+        bias_type, mask_type, layout, _dtype, _wdtype = struct.unpack_from("<5i", data, 88)
+        is_training = bool(data[108])
+        wl, wr = struct.unpack_from("<2q", data, 112) if len(data) == 128 else (-1, -1)
+    elif len(data) == 104:
+        (input_batch, bias_batch, q_max, kv_max, heads, groups, bias_heads, head_dim, _ws) = \
+            struct.unpack_from("<9Q", data, 0)
+        max_seg, wl, wr = 1, -1, -1
+        scale, dropout = struct.unpack_from("<2f", data, 72)
+        bias_type, mask_type, field88, field92 = struct.unpack_from("<4i", data, 80)
+        layout = _v15_or_v16_layout(op, field88, field92)
+        is_training = bool(data[96 if layout is None else 100])
+        layout = 9 if layout is None else layout
+    else:
+        raise rw.op_error(op, f"backend_config: an opaque descriptor of {len(data)} bytes; the decodable ones are "
+                              "TE v1.5 – v2.2's (104, 112 or 128 bytes)")
     return dict(input_batch=input_batch, bias_batch=bias_batch, q_max_seqlen=q_max, kv_max_seqlen=kv_max,
                 attn_heads=heads, num_gqa_groups=groups, bias_heads=bias_heads, qk_head_dim=head_dim,
                 v_head_dim=head_dim, max_segments_per_seq=max_seg, scaling_factor=scale,
                 dropout_probability=dropout, bias_type=bias_type, mask_type=mask_type, qkv_layout=layout,
                 is_training=is_training, window_size_left=wl, window_size_right=wr)
+
+
+def _v15_or_v16_layout(op: ir.Operation, field88: int, field92: int) -> int | None:
+    """104-byte descriptors: v1.6 – v1.8 hold qkv_layout at byte 88 and the dtype at 92;
+    v1.5 holds the dtype (TE DType 4 fp16, 5 bf16) at 88 and always means BSHD_BSHD_BSHD.
+    The JAX layouts of v1.6 – v1.8 are 5 (BS3HD, q packed [b, s, 3, h, d]), 7 (BSHD_BS2HD,
+    k packed) and 9; a fp16/bf16 value at 92 with a layout the operands agree with means
+    v1.6 – v1.8 (returns the layout), else v1.5 (returns None)."""
+    b = rw.build
+    q_shape, k_shape = b.shape_of(op.operands[0]), b.shape_of(op.operands[1])
+    packed_q = len(q_shape) >= 5 and q_shape[-3] == 3
+    packed_k = len(k_shape) >= 5 and k_shape[-3] == 2
+    fits = {5: packed_q, 7: packed_k and not packed_q, 9: not packed_q and not packed_k}
+    if field92 in (4, 5) and fits.get(field88, False):
+        return field88
+    if field88 in (4, 5) and not packed_q and not packed_k:
+        return None
+    raise rw.op_error(op, f"backend_config: a 104-byte descriptor whose bytes 88/92 ({field88}, {field92}) fit "
+                          "neither TE v1.5 (dtype) nor v1.6 – v1.8 (qkv_layout, dtype) for these operands")
 
 
 def _config(op: ir.Operation) -> dict:
@@ -158,21 +204,31 @@ def _flatten(x: ir.Value) -> ir.Value:
     return rw.build.reshape(x, [math.prod(rw.build.shape_of(x))])
 
 
-def _seed_u64(seed: ir.Value) -> ir.Value:
-    """The first two u32 words of the seed, little-endian, as one u64 (TE reads int64)."""
+def _seed_u64(op: ir.Operation, seed: ir.Value) -> ir.Value:
+    """The seed's first 8 bytes, little-endian, as one u64 (TE reads an int64): two u32
+    words, or one 64-bit element."""
     b = rw.build
     u64 = ir.IntegerType.get_unsigned(64)
     flat = _flatten(seed)
+    element = b.element_type_of(flat)
+    width = ir.IntegerType(element).width if isinstance(element, ir.IntegerType) else 0
+    count = b.shape_of(flat)[0]
+    if width == 64 and count >= 1:
+        return b.convert(b.reshape(b.slice_(flat, [0], [1]), []), u64)
+    if width != 32 or count < 2:
+        raise rw.op_error(op, f"seed of type {seed.type}: expected at least two 32-bit words (u32[2])")
     lo = b.convert(b.reshape(b.slice_(flat, [0], [1]), []), u64)
     hi = b.convert(b.reshape(b.slice_(flat, [1], [2]), []), u64)
     return b.binary("or", lo, b.binary("shift_left", hi, b.scalar_constant(32, u64)))
 
 
-def _lengths(cu: ir.Value, count: int) -> ir.Value:
-    """L[i] = cu[i+1] − cu[i] for i < count, as i32 [count]."""
+def _lengths(op: ir.Operation, cu: ir.Value, count: int, what: str) -> ir.Value:
+    """L[i] = cu[i+1] − cu[i] for i < count, as i32 [count] (the kernel reads no further)."""
     b = rw.build
     i32 = ir.IntegerType.get_signless(32)
     cu = b.convert(_flatten(cu), i32)
+    if b.shape_of(cu)[0] < count + 1:
+        raise rw.op_error(op, f"{what} holds {b.shape_of(cu)[0]} entries; {count} segments need {count + 1}")
     return b.binary("subtract", b.slice_(cu, [1], [count + 1]), b.slice_(cu, [0], [count]))
 
 
@@ -186,33 +242,25 @@ def _padding_tokens(lengths: ir.Value, batch: int, seq: int) -> tuple[ir.Value, 
     return segment, index
 
 
-def _thd_tokens(cu: ir.Value, offsets: ir.Value, batch: int, seq: int, segments: int):
-    """(segment, position, length-of-own-segment) [N, s] for packed sequences: segment k
-    covers flattened tokens [off[k], off[k] + L[k])."""
+@dataclass
+class Segments:
+    """THD packing of one side: per slot k, length and start on the flattened token axis."""
+
+    lengths: ir.Value
+    starts: ir.Value
+
+
+def _thd_segments(op: ir.Operation, cu: ir.Value, offsets: ir.Value, count: int, what: str) -> Segments:
+    """Segment slot k covers flattened tokens [off[k], off[k] + L[k]) (utils.cu,
+    cu_seqlens_padded_to_offsets); TE shifts used slots left and pads with length 0."""
     b = rw.build
     i32 = ir.IntegerType.get_signless(32)
-    lengths = _lengths(cu, segments)
-    off = b.convert(_flatten(offsets), i32)
-    if b.shape_of(off)[0] < segments:
-        raise ValueError(f"seq offsets hold {b.shape_of(off)[0]} entries for {segments} segments")
-    starts = b.slice_(off, [0], [segments])
-    ends = b.binary("add", starts, lengths)
-    tokens = b.iota(i32, [batch * seq, segments], 0)
-    shape = [batch * seq, segments]
-    inside = b.binary("and", b.compare(tokens, b.broadcast_in_dim(starts, shape, [1]), "GE", "SIGNED"),
-                      b.compare(tokens, b.broadcast_in_dim(ends, shape, [1]), "LT", "SIGNED"))
-    inside = b.binary("and", inside, b.compare(b.broadcast_in_dim(lengths, shape, [1]),
-                                               b.scalar_constant(0, i32, shape), "GT", "SIGNED"))
-    zero = b.scalar_constant(0, i32, shape)
-    seg_ids = b.binary("add", b.iota(i32, shape, 1), b.scalar_constant(1, i32, shape))
-    segment = b.reduce(b.select(inside, seg_ids, zero), [1], "add", 0)
-    position = b.reduce(b.select(inside, b.binary("subtract", tokens, b.broadcast_in_dim(starts, shape, [1])), zero),
-                        [1], "add", 0)
-    own_length = b.reduce(b.select(inside, b.broadcast_in_dim(lengths, shape, [1]), zero), [1], "add", 0)
-    reshape = lambda x: b.reshape(x, [batch, seq])  # noqa: E731
-    return reshape(segment), reshape(position), reshape(own_length)
-
-
+    off = _flatten(offsets)
+    if b.shape_of(off)[0] < count or not isinstance(b.element_type_of(off), ir.IntegerType):
+        raise rw.op_error(op, f"{what}_seq_offsets of type {offsets.type}: THD needs {count} integer token "
+                              f"offsets (input_batch × max_segments_per_seq)")
+    starts = b.slice_(b.convert(off, i32), [0], [count])
+    return Segments(_lengths(op, cu, count, f"{what}_cu_seqlens"), starts)
 # ------------------------------------------------------------------ set-up
 @dataclass
 class Prepared:
@@ -221,6 +269,8 @@ class Prepared:
     batch_shape: list[int]  # leading dims of q (flattened into N)
     packing: str
     thd: bool
+    q_segments: Segments | None = None  # THD only
+    max_segments: int = 1
 
 
 def _prepare(op: ir.Operation, call: TeCall, cfg: dict, block: int = 0) -> Prepared:
@@ -236,13 +286,20 @@ def _prepare(op: ir.Operation, call: TeCall, cfg: dict, block: int = 0) -> Prepa
     bias_type = int(_attr(op, cfg, "bias_type"))
     if bias_type not in (0, 1, 2):
         raise rw.op_error(op, f"bias_type={bias_type} (ALiBi) is not supported; 0 none, 1 pre-scale, 2 post-scale are")
-    if int(cfg.get("softmax_type", 0)) != 0 or (call.softmax_offset is not None and b.shape_of(call.softmax_offset) != [0]):
-        raise rw.op_error(op, f"softmax_type={cfg.get('softmax_type')} (attention sinks) is not supported")
+    softmax_type = int(cfg.get("softmax_type", 0))
+    if softmax_type != 0 or (call.softmax_offset is not None and b.shape_of(call.softmax_offset) != [0]):
+        raise rw.op_error(op, f"softmax_type={softmax_type} (off-by-one or learnable attention sink) is not "
+                              "supported; only 0 (vanilla softmax) is")
     batch = int(_attr(op, cfg, "input_batch"))
     heads = int(_attr(op, cfg, "attn_heads"))
     groups = int(_attr(op, cfg, "num_gqa_groups"))
     qk_dim = int(cfg.get("qk_head_dim", cfg.get("head_dim", 0)))
     v_dim = int(cfg.get("v_head_dim", cfg.get("head_dim", qk_dim)))
+    qshape = b.shape_of(call.q)
+    lead = len(qshape) - (4 if packing == "qkv" else 3)
+    if lead < 1 or math.prod(qshape[:lead]) != batch:
+        raise rw.op_error(op, f"input_batch={batch} is not the product of q's leading dims {qshape[:max(lead, 0)]} "
+                              f"(qkv_layout={layout} {LAYOUT_NAMES[layout]})")
     q, k, v = _unpack(op, call, packing, batch)
     n, sq, hq, dq = b.shape_of(q)
     _, skv, hkv, dk = b.shape_of(k)
@@ -251,34 +308,46 @@ def _prepare(op: ir.Operation, call: TeCall, cfg: dict, block: int = 0) -> Prepa
         raise rw.op_error(op, f"attn_heads={heads}, num_gqa_groups={groups} disagree with q/k shapes ({hq}, {hkv})")
     if qk_dim and (dq, dk, dv) != (qk_dim, qk_dim, v_dim):
         raise rw.op_error(op, f"head dims (qk {qk_dim}, v {v_dim}) disagree with the operands ({dq}, {dk}, {dv})")
-    qshape = b.shape_of(call.q)
-    batch_shape = qshape[: len(qshape) - (4 if packing == "qkv" else 3)]
+    batch_shape = qshape[:lead]
     main_semantics = "bottom_right_diagonal" in cfg  # TE v2.12+: window_size_right is honoured
     wl = int(cfg.get("window_size_left", -1))
     wr = int(cfg.get("window_size_right", -1))
     causal = mask_type in CAUSAL_MASKS
     if not main_semantics:
         wr = -1  # v2.5 – v2.9 never pass the right bound to cuDNN: the mask type sets it
-    elif wr >= 0 and causal:
-        causal = False  # cudnn-frontend: the band's right bound overrides causal's 0
+    elif wr > 0 and causal:
+        # cudnn-frontend lets the band's right bound replace causal's 0, TE's own reference
+        # keeps causal: the two disagree, so there is no single meaning to reproduce.
+        raise rw.op_error(op, f"window_size_right={wr} with a causal mask_type={mask_type}: cuDNN and TE's reference "
+                              "disagree on this band; supported are window_size_right -1 or 0 with causal masks")
+    elif wr == 0 and causal:
+        wr = -1  # the same band as causal's
     bottom_right = bool(cfg.get("bottom_right_diagonal", mask_type in BOTTOM_RIGHT_MASKS))
     scale = float(_attr(op, cfg, "scaling_factor"))
     dropout = float(cfg.get("dropout_probability", 0.0)) if bool(cfg.get("is_training", True)) else 0.0
+    if not 0.0 <= dropout < 1.0:
+        raise rw.op_error(op, f"dropout_probability={dropout} is outside [0, 1)")
     config = AttentionConfig(batch=n, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, qk_dim=dq, v_dim=dv,
                              scale=scale, causal=causal, window_left=wl, window_right=wr, dropout=dropout,
                              block_q=block, block_k=block)
     masks = TokenMasks()
+    q_segments = None
+    max_segments = int(cfg.get("max_segments_per_seq", 1) or 1)
     if thd:
         if mask_type not in PADDING_MASKS:
-            raise rw.op_error(op, f"THD layout {LAYOUT_NAMES[layout]} needs a padding mask type, not {mask_type}")
-        segments = n * int(cfg.get("max_segments_per_seq", 1))
-        masks.q_segment, masks.q_position, q_len_tok = _thd_tokens(call.q_cu, call.q_off, n, sq, segments)
-        masks.kv_segment, masks.kv_position, _ = _thd_tokens(call.kv_cu, call.k_off, n, skv, segments)
+            raise rw.op_error(op, f"mask_type={mask_type} with THD layout {LAYOUT_NAMES[layout]}: TE requires a "
+                                  "padding mask type (1, 3 or 5) for packed sequences")
+        count = n * max_segments
+        q_segments = _thd_segments(op, call.q_cu, call.q_off, count, "q")
+        kv_segments = _thd_segments(op, call.kv_cu, call.k_off, count, "kv")
+        masks.q_segment, masks.q_position, q_len_tok = segment_tokens(q_segments.lengths, q_segments.starts, n, sq)
+        masks.kv_segment, masks.kv_position, _ = segment_tokens(kv_segments.lengths, kv_segments.starts, n, skv)
         if bottom_right:
-            kv_len_of_q = _segment_lookup(masks.q_segment, _lengths(call.kv_cu, segments), n, sq)
+            kv_len_of_q = _segment_lookup(masks.q_segment, kv_segments.lengths, n, sq)
             masks.q_shift = b.binary("subtract", kv_len_of_q, q_len_tok)
     elif mask_type in PADDING_MASKS:
-        lq, lkv = _lengths(call.q_cu, n), _lengths(call.kv_cu, n)
+        lq = _lengths(op, call.q_cu, n, "q_cu_seqlens")
+        lkv = _lengths(op, call.kv_cu, n, "kv_cu_seqlens")
         masks.q_segment, _ = _padding_tokens(lq, n, sq)
         masks.kv_segment, _ = _padding_tokens(lkv, n, skv)
         if bottom_right:
@@ -291,29 +360,25 @@ def _prepare(op: ir.Operation, call: TeCall, cfg: dict, block: int = 0) -> Prepa
         if len(bshape) < 3 or bshape[-2:] != [sq, skv]:
             raise rw.op_error(op, f"bias of shape {bshape} is not [*B, heads, {sq}, {skv}]")
         hb = bshape[-3]
-        nb = 1
-        for d in bshape[:-3]:
-            nb *= d
+        nb = math.prod(bshape[:-3])
         if nb not in (1, n) or hb not in (1, hq):
             raise rw.op_error(op, f"bias of shape {bshape}: batch {nb} must be 1 or {n}, heads {hb} 1 or {hq}")
         bias = b.reshape(call.bias, [nb, hb, sq, skv])
-        if bias_type == 1:  # pre-scale: softmax(scale·(QKᵀ + bias))
+        if bias_type == 1:  # pre-scale: softmax(scale·(QKᵀ + bias)); ∂/∂bias picks up the scale
             bias = b.binary("multiply", bias, b.scalar_constant(scale, b.element_type_of(bias), [nb, hb, sq, skv]))
-    seed = _seed_u64(call.seed) if call.seed is not None and dropout > 0 else None
+            config.dbias_scale = scale
+    seed = _seed_u64(op, call.seed) if call.seed is not None and dropout > 0 else None
     inputs = AttentionInputs(q, k, v, bias, masks, seed)
-    return Prepared(config, inputs, batch_shape, packing, thd)
+    return Prepared(config, inputs, batch_shape, packing, thd, q_segments, max_segments)
 
 
 def _segment_lookup(segment: ir.Value, per_segment: ir.Value, batch: int, seq: int) -> ir.Value:
     """per_segment[segment − 1] for every token (0 where segment is 0)."""
     b = rw.build
     i32 = ir.IntegerType.get_signless(32)
-    count = b.shape_of(per_segment)[0]
-    shape = [batch, seq, count]
-    ids = b.binary("add", b.iota(i32, shape, 2), b.scalar_constant(1, i32, shape))
-    hit = b.compare(b.broadcast_in_dim(segment, shape, [0, 1]), ids, "EQ", "SIGNED")
-    values = b.select(hit, b.broadcast_in_dim(per_segment, shape, [2]), b.scalar_constant(0, i32, shape))
-    return b.reduce(values, [2], "add", 0)
+    table = b.concatenate([b.scalar_constant(0, i32, [1]), b.convert(per_segment, i32)], 0)
+    return b.gather(table, b.reshape(segment, [batch, seq, 1]), [batch, seq], offset_dims=[],
+                    collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=2, slice_sizes=[1])
 
 
 # ---------------------------------------------------------------- rewrites
@@ -327,51 +392,76 @@ def lower_te_fused_attention(module: ir.Module, options: PassOptions) -> None:
         lower_te_backward(op, options.attention_block)
 
 
-def _aux_is_lse(op: ir.Operation, aux_type: ir.Type, prepared: Prepared) -> None:
-    shape = list(ir.RankedTensorType(aux_type).shape)
+def _aux_layout(op: ir.Operation, shape: list[int], prepared: Prepared) -> str:
+    """How softmax_aux holds the f32 LSE (TE's FusedAttnHelper / cuDNN stats layouts):
+    "heads" [*B, h, s_q, 1]; THD with cuDNN ≥ 9.6 "tokens" [*B, s_q, h, 1] (token-major);
+    THD with cuDNN < 9.6 "segments" [*B, h, s_q, M], read as [B·M, h, s_q] per segment slot
+    and position from the segment's start."""
     cfg = prepared.config
-    if shape[-1] == cfg.kv_len and shape[-1] != 1:
-        raise rw.op_error(op, "softmax_aux holds the full softmax matrix (TE's max512 backend), whose cuDNN "
-                              "layout cannot be reproduced; only the arbitrary-seqlen backend's LSE is supported")
+    lead = prepared.batch_shape
+    if shape[:-3] == lead and shape[-3:] == [cfg.q_heads, cfg.q_len, 1]:
+        return "heads"
+    if prepared.thd and shape[:-3] == lead and shape[-3:] == [cfg.q_len, cfg.q_heads, 1]:
+        return "tokens"
+    if prepared.thd and shape[:-3] == lead and shape[-3:] == [cfg.q_heads, cfg.q_len, prepared.max_segments]:
+        return "segments"
+    if shape[-1:] == [cfg.kv_len] and cfg.kv_len != 1:
+        raise rw.op_error(op, f"softmax_aux of shape {shape} holds the full softmax matrix (TE's max512 backend), "
+                              "whose cuDNN layout cannot be reproduced; only the arbitrary-seqlen backend's LSE is")
+    raise rw.op_error(op, f"softmax_aux of shape {shape} is not [*B, {cfg.q_heads}, {cfg.q_len}, 1]"
+                          + (f", [*B, {cfg.q_len}, {cfg.q_heads}, 1] or [*B, {cfg.q_heads}, {cfg.q_len}, "
+                             f"{prepared.max_segments}]" if prepared.thd else ""))
 
 
 def _aux_from_lse(op, lse: ir.Value, aux_type: ir.Type, prepared: Prepared) -> ir.Value:
-    """LSE [N, h, s_q] → softmax_aux of the call's type: [*B, h, s_q, 1] (BSHD) or, for
-    THD with cuDNN ≥ 9.6, token-major [*B, s_q, h, 1]."""
+    """LSE f32 [N, h, s_q] → softmax_aux of the call's type."""
     b = rw.build
     shape = list(ir.RankedTensorType(aux_type).shape)
-    cfg = prepared.config
-    if shape[-3:] == [cfg.q_heads, cfg.q_len, 1]:
+    layout = _aux_layout(op, shape, prepared)
+    if layout == "heads":
         value = lse
-    elif prepared.thd and shape[-3:] == [cfg.q_len, cfg.q_heads, 1]:
+    elif layout == "tokens":
         value = b.transpose(lse, [0, 2, 1])
     else:
-        raise rw.op_error(op, f"softmax_aux of shape {shape} is not [*B, {cfg.q_heads}, {cfg.q_len}, 1]")
+        value = lse_to_segment_major(lse, prepared.q_segments.lengths, prepared.q_segments.starts)
     return b.convert(b.reshape(value, shape), ir.RankedTensorType(aux_type).element_type)
 
 
 def _lse_from_aux(op, aux: ir.Value, prepared: Prepared) -> ir.Value:
+    """softmax_aux → LSE f32 [N, h, s_q]."""
     b = rw.build
     cfg = prepared.config
-    shape = b.shape_of(aux)
     f32 = ir.F32Type.get()
-    if shape[-3:] == [cfg.q_heads, cfg.q_len, 1]:
+    layout = _aux_layout(op, b.shape_of(aux), prepared)
+    if layout == "heads":
         return b.convert(b.reshape(aux, [cfg.batch, cfg.q_heads, cfg.q_len]), f32)
-    if prepared.thd and shape[-3:] == [cfg.q_len, cfg.q_heads, 1]:
+    if layout == "tokens":
         return b.transpose(b.convert(b.reshape(aux, [cfg.batch, cfg.q_len, cfg.q_heads]), f32), [0, 2, 1])
-    raise rw.op_error(op, f"softmax_aux of shape {shape} is not [*B, {cfg.q_heads}, {cfg.q_len}, 1]")
+    stats = b.reshape(aux, [cfg.batch * prepared.max_segments, cfg.q_heads, cfg.q_len])
+    masks = prepared.inputs.masks
+    return lse_from_segment_major(stats, masks.q_segment, masks.q_position)
 
 
-def _rng_state(seed: ir.Value | None, rng_type: ir.Type) -> ir.Value:
-    """rng_state u32[rows, 4]: the seed's two words, then zeros (TE: int64 seed, offset)."""
+def _rng_state(op: ir.Operation, seed: ir.Value | None, rng_type: ir.Type, needed: bool) -> ir.Value:
+    """rng_state: TE writes {int64 seed, int64 philox offset} per row.  Here: the seed's
+    8 bytes as two little-endian u32 words, then zeros, in every row; the backward reads
+    the seed back from there (lower_te_backward) and regenerates the same dropout mask."""
     b = rw.build
     t = ir.RankedTensorType(rng_type)
-    if seed is None:
-        return b.scalar_constant(0, t.element_type, t.shape)
-    flat = _flatten(seed)
-    words = b.convert(b.slice_(flat, [0], [2]), t.element_type)
-    row = b.concatenate([words, b.scalar_constant(0, t.element_type, [2])], 0)
-    return b.broadcast_in_dim(row, list(t.shape), [len(t.shape) - 1])
+    element, shape = t.element_type, list(t.shape)
+    u32 = ir.IntegerType.get_unsigned(32)
+    if seed is None or element != u32 or not shape or shape[-1] < 2:
+        if needed:
+            raise rw.op_error(op, f"rng_state of type {rng_type} cannot carry the dropout seed to the backward "
+                                  "(expected u32[..., 4])")
+        return b.scalar_constant(0, element, shape)
+    u64 = ir.IntegerType.get_unsigned(64)
+    seed64 = _seed_u64(op, seed)
+    lo = b.convert(b.binary("and", seed64, b.scalar_constant(0xFFFFFFFF, u64)), u32)
+    hi = b.convert(b.binary("shift_right_logical", seed64, b.scalar_constant(32, u64)), u32)
+    row = b.concatenate([b.reshape(lo, [1]), b.reshape(hi, [1])] +
+                        ([b.scalar_constant(0, u32, [shape[-1] - 2])] if shape[-1] > 2 else []), 0)
+    return b.broadcast_in_dim(row, shape, [len(shape) - 1])
 
 
 def lower_te_forward(op: ir.Operation, block: int = 0) -> None:
@@ -383,11 +473,11 @@ def lower_te_forward(op: ir.Operation, block: int = 0) -> None:
         raise rw.op_error(op, "expected (output, softmax_aux, rng_state, workspace) results")
     with rw.at(op):
         prepared = _prepare(op, call, cfg, block)
-        _aux_is_lse(op, results[1].type, prepared)
+        _aux_layout(op, list(ir.RankedTensorType(results[1].type).shape), prepared)  # before building the loops
         out, lse = attention_forward(prepared.config, prepared.inputs)
         out = b.reshape(out, list(ir.RankedTensorType(results[0].type).shape))
         aux = _aux_from_lse(op, lse, results[1].type, prepared)
-        rng = _rng_state(call.seed, results[2].type)
+        rng = _rng_state(op, call.seed, results[2].type, prepared.config.dropout > 0)
     rw.replace(op, [out, aux, rng] + [None if not rw.has_uses(r) else _zeros_at(op, r) for r in results[3:]])
 
 
@@ -400,11 +490,10 @@ def lower_te_backward(op: ir.Operation, block: int = 0) -> None:
         raise rw.op_error(op, "expected (dq, dk, dv, dbias, workspace) results")
     with rw.at(op):
         prepared = _prepare(op, call, cfg, block)
-        _aux_is_lse(op, call.aux.type, prepared)
         config = prepared.config
         if config.dropout > 0:
             # The forward stored its seed words at the start of rng_state.
-            prepared.inputs.seed = _seed_u64(call.rng_state)
+            prepared.inputs.seed = _seed_u64(op, call.rng_state)
         lse = _lse_from_aux(op, call.aux, prepared)
         n = config.batch
         out = b.reshape(call.out, [n, config.q_len, config.q_heads, config.v_dim])

@@ -224,3 +224,15 @@ def dot_general(lhs: ir.Value, rhs: ir.Value, result_element: ir.Type, lhs_batch
         "dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
             lhs_batching_dimensions=list(lhs_batch), rhs_batching_dimensions=list(rhs_batch),
             lhs_contracting_dimensions=list(lhs_contract), rhs_contracting_dimensions=list(rhs_contract))})
+
+
+def gather(operand: ir.Value, start_indices: ir.Value, result_shape: Sequence[int], *, offset_dims: Sequence[int],
+           collapsed_slice_dims: Sequence[int], start_index_map: Sequence[int], index_vector_dim: int,
+           slice_sizes: Sequence[int], indices_are_sorted: bool = False) -> ir.Value:
+    """`stablehlo.gather` (no batching dims); the caller states the result shape."""
+    dims = stablehlo.GatherDimensionNumbers.get(
+        offset_dims=list(offset_dims), collapsed_slice_dims=list(collapsed_slice_dims), operand_batching_dims=[],
+        start_indices_batching_dims=[], start_index_map=list(start_index_map), index_vector_dim=index_vector_dim)
+    return op1("stablehlo.gather", tensor_type_like(operand, result_shape), [operand, start_indices], {
+        "dimension_numbers": dims, "slice_sizes": i64_array(slice_sizes),
+        "indices_are_sorted": ir.BoolAttr.get(indices_are_sorted)})
