@@ -62,6 +62,10 @@ class ModuleImporter:
         self._fusion_funcs: dict[str, tuple[str, list[ir.Type]]] = {}
         self.uses_chlo = False
         self.elided_constants: list[str] = []
+        # How many times each stateful instruction was imported (a computation inlined
+        # at two call sites imports its instructions twice): rules that must know
+        # whether an instruction runs once per execution read it.
+        self.imports_of: dict[str, int] = {}
         self.module: ir.Module | None = None
         self._rng = np.random.default_rng(self.options.seed)
 
