@@ -80,7 +80,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("block", [0, 4])
+@pytest.mark.parametrize("block", [4])  # the default block size: test_cudnn_dumps.py
 def test_cudnn_fmha_forward_and_backward_match_jax(name, block):
     mask, bias, window, layout, heads, kv_heads = CASES[name]
     b, t, d = 2, 12, 8
