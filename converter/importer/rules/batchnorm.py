@@ -1,13 +1,45 @@
-"""Batch normalization, decomposed into plain ops as XLA's BatchNormExpander does
-(statistics over every dimension but `feature_index`, biased variance, computed in the
-operand's element type)."""
+"""Batch normalization, decomposed into plain ops as XLA's BatchNormExpander does (the
+CPU and GPU compilers run it): the same formulas, in the same order, in the operand's
+element type, so that the imported module computes what the dump's backend computed.
+
+The order matters more than it looks: the expander takes the variance as
+E[x²] − E[x]² (not the centered two-pass sum), normalizes as ((x − mean) · rsqrt) ·
+scale, and folds inference into x · scale' + shift'; each choice rounds differently,
+visibly so in f16.  An earlier version of these rules used the textbook forms and
+differed from XLA by several ulps.
+
+The CPU and GPU pipelines normalize bf16 (and fp8) batch norms to f32 before expanding
+them (FloatNormalization runs first: their float support has no bf16 batch norm), so
+such operands are computed in f32 and only the results rounded back; f16, f32 and f64
+compute in their own type."""
 
 from __future__ import annotations
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from converter.importer import build as b
 from converter.importer.registry import import_rule
+
+
+def _computed_in_f32(x: ir.Value) -> bool:
+    et = b.element_type_of(x)
+    return isinstance(et, ir.BF16Type) or ir.FloatType(et).width < 16
+
+
+def _widened(rule):
+    """Run `rule` on f32 copies of bf16/fp8 operands and round its results back."""
+    def run(ctx, x, *rest):
+        if not _computed_in_f32(x):
+            return rule(ctx, x, *rest)
+        narrow = b.element_type_of(x)
+        f32 = ir.F32Type.get()
+        results = rule(ctx, *(b.convert(v, f32) for v in (x, *rest)))
+        if isinstance(results, ir.Value):
+            return b.convert(results, narrow)
+        return [b.convert(v, narrow) for v in results]
+    run.__doc__ = rule.__doc__
+    return run
 
 
 def _stats_dims(x: ir.Value, feature_index: int) -> tuple[list[int], int]:
@@ -23,55 +55,71 @@ def _per_feature(v: ir.Value, like: ir.Value, feature_index: int) -> ir.Value:
     return b.broadcast_in_dim(v, b.shape_of(like), [feature_index])
 
 
-def _mean(x: ir.Value, reduce_dims: list[int], count: int) -> ir.Value:
-    total = b.reduce(x, reduce_dims)
-    return b.binary("divide", total, b.scalar_constant(count, b.element_type_of(x), b.shape_of(total)))
+def _epsilon(ctx, et: ir.Type, shape: list[int]) -> ir.Value:
+    # XLA keeps epsilon as an f32 attribute and converts that to the operand's type:
+    # round through f32 first (0.001 in f64 is not f32(0.001) widened).
+    return b.scalar_constant(float(np.float32(ctx.attrs.get("epsilon", 0.001))), et, shape)
 
 
-def _normalize(x, scale, offset, mean, variance, epsilon, feature_index):
-    et = b.element_type_of(x)
-    eps = b.scalar_constant(epsilon, et, b.shape_of(variance))
-    rsqrt = b.unary("rsqrt", b.binary("add", variance, eps))
-    centered = b.binary("subtract", x, _per_feature(mean, x, feature_index))
-    scaled = b.binary("multiply", centered, _per_feature(b.binary("multiply", rsqrt, scale), x, feature_index))
-    return b.binary("add", scaled, _per_feature(offset, x, feature_index))
+def _count(count: int, et: ir.Type, shape: list[int]) -> ir.Value:
+    # The element count per feature, an s32 converted to the operand's type.
+    return b.scalar_constant(float(count), et, shape)
 
 
 @import_rule("batch-norm-training")
+@_widened
 def import_batch_norm_training(ctx, x, scale, offset):
     fi = ctx.attrs["feature_index"]
+    et = b.element_type_of(x)
     reduce_dims, count = _stats_dims(x, fi)
-    mean = _mean(x, reduce_dims, count)
-    centered = b.binary("subtract", x, _per_feature(mean, x, fi))
-    variance = _mean(b.binary("multiply", centered, centered), reduce_dims, count)
-    out = _normalize(x, scale, offset, mean, variance, ctx.attrs.get("epsilon", 0.001), fi)
-    return [out, mean, variance]
+    fshape = b.shape_of(scale)
+    xshape = b.shape_of(x)
+    n = _count(count, et, fshape)
+    mean = b.binary("divide", b.reduce(x, reduce_dims), n)
+    mean_of_squares = b.binary("divide", b.reduce(b.binary("multiply", x, x), reduce_dims), n)
+    variance = b.binary("subtract", mean_of_squares, b.binary("multiply", mean, mean))
+    rsqrt = b.unary("rsqrt", b.binary("add", _per_feature(variance, x, fi), _epsilon(ctx, et, xshape)))
+    normalized = b.binary("multiply", b.binary("subtract", x, _per_feature(mean, x, fi)), rsqrt)
+    scaled = b.binary("multiply", normalized, _per_feature(scale, x, fi))
+    return [b.binary("add", scaled, _per_feature(offset, x, fi)), mean, variance]
 
 
 @import_rule("batch-norm-inference")
+@_widened
 def import_batch_norm_inference(ctx, x, scale, offset, mean, variance):
-    return _normalize(x, scale, offset, mean, variance, ctx.attrs.get("epsilon", 0.001), ctx.attrs["feature_index"])
+    fi = ctx.attrs["feature_index"]
+    et = b.element_type_of(x)
+    fshape = b.shape_of(scale)
+    true_scale = b.binary("multiply", scale, b.unary("rsqrt", b.binary("add", variance, _epsilon(ctx, et, fshape))))
+    true_shift = b.binary("subtract", offset, b.binary("multiply", mean, true_scale))
+    return b.binary("add", b.binary("multiply", x, _per_feature(true_scale, x, fi)), _per_feature(true_shift, x, fi))
 
 
 @import_rule("batch-norm-grad")
+@_widened
 def import_batch_norm_grad(ctx, x, scale, mean, variance, grad_output):
-    """grad_x = scale·rsqrt(var+ε)·(dy − mean(dy) − (x−μ)·mean(dy·(x−μ))/(var+ε)),
-    grad_scale = Σ dy·(x−μ)·rsqrt(var+ε), grad_offset = Σ dy."""
+    """grad_x = scale·rsqrt(var+ε)/N · (N·dy − Σdy − (x−μ)·Σ(dy·(x−μ))/(var+ε)),
+    grad_scale = Σ(dy·(x−μ))·rsqrt(var+ε), grad_offset = Σdy, with the sums over
+    every dimension but the feature's."""
     fi = ctx.attrs["feature_index"]
-    eps_value = ctx.attrs.get("epsilon", 0.001)
     et = b.element_type_of(x)
     reduce_dims, count = _stats_dims(x, fi)
     fshape = b.shape_of(variance)
-    var_eps = b.binary("add", variance, b.scalar_constant(eps_value, et, fshape))
-    rsqrt = b.unary("rsqrt", var_eps)
+    xshape = b.shape_of(x)
+    var_eps_x = b.binary("add", _per_feature(variance, x, fi), _epsilon(ctx, et, xshape))
+    rsqrt_x = b.unary("rsqrt", var_eps_x)
+    rsqrt_f = b.unary("rsqrt", b.binary("add", variance, _epsilon(ctx, et, fshape)))
     centered = b.binary("subtract", x, _per_feature(mean, x, fi))
-    grad_offset = b.reduce(grad_output, reduce_dims)
     sum_dy_centered = b.reduce(b.binary("multiply", grad_output, centered), reduce_dims)
-    grad_scale = b.binary("multiply", sum_dy_centered, rsqrt)
-    n = b.scalar_constant(count, et, fshape)
-    mean_dy = b.binary("divide", grad_offset, n)
-    mean_dy_centered = b.binary("divide", sum_dy_centered, n)
-    term = b.binary("multiply", centered, _per_feature(b.binary("divide", mean_dy_centered, var_eps), x, fi))
-    inner = b.binary("subtract", b.binary("subtract", grad_output, _per_feature(mean_dy, x, fi)), term)
-    grad_x = b.binary("multiply", inner, _per_feature(b.binary("multiply", scale, rsqrt), x, fi))
-    return [grad_x, grad_scale, grad_offset]
+    grad_offset = b.reduce(grad_output, reduce_dims)
+    grad_scale = b.binary("multiply", sum_dy_centered, rsqrt_f)
+    # The expander divides by broadcast(var + ε); XLA's simplifier then multiplies by the
+    # broadcast reciprocal instead, which rounds differently: write that form.
+    reciprocal = b.binary("divide", b.scalar_constant(1.0, et, fshape),
+                          b.binary("add", variance, _epsilon(ctx, et, fshape)))
+    term = b.binary("multiply", b.binary("multiply", _per_feature(sum_dy_centered, x, fi), centered),
+                    _per_feature(reciprocal, x, fi))
+    n_dy = b.binary("multiply", grad_output, _count(count, et, xshape))
+    inner = b.binary("subtract", b.binary("subtract", n_dy, _per_feature(grad_offset, x, fi)), term)
+    factor = b.binary("divide", b.binary("multiply", _per_feature(scale, x, fi), rsqrt_x), _count(count, et, xshape))
+    return [b.binary("multiply", factor, inner), grad_scale, grad_offset]
