@@ -89,25 +89,98 @@ class IotaDeviceList:
 
 
 @dataclass(frozen=True, slots=True)
+class MeshAxisRef:
+    """An axis of a mesh, or a sub-axis `'x':(pre_size)size` of one: the axis (of size
+    N) seen as `[pre_size, size, N / (pre_size * size)]`, and its middle factor."""
+
+    name: str
+    pre_size: int = 0  # 0: the whole axis
+    size: int = 0
+
+    @property
+    def is_sub_axis(self) -> bool:
+        return self.pre_size > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Mesh:
+    """`mesh['x'=2,'y'=4]`, optionally `, device_ids=(0,2,1,3)` or `, device_ids=([2,2]T(1,0))`.
+
+    Devices are numbered by the iota over the axis sizes (row-major) unless the mesh
+    lists them: `device_ids` explicitly, or `device_iota` as iota(prod(reshape_dims))
+    reshaped, transposed and flattened.
+    """
+
+    axes: tuple[tuple[str, int], ...]
+    device_ids: tuple[int, ...] = ()
+    device_iota: IotaDeviceList | None = None
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        return tuple(a for a, _ in self.axes)
+
+    @property
+    def axis_sizes(self) -> tuple[int, ...]:
+        return tuple(n for _, n in self.axes)
+
+    def devices(self) -> list[int]:
+        """Device ids in mesh order (row-major over the axes)."""
+        if self.device_iota is not None:
+            return self.device_iota.device_ids()
+        if self.device_ids:
+            return list(self.device_ids)
+        n = 1
+        for size in self.axis_sizes:
+            n *= size
+        return list(range(n))
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaGroups:
     """Replica groups expanded to explicit device lists, whatever syntax the dump used.
 
     `groups == ()` is XLA's `{}`: one group of all participants.  `iota` is set when the
-    dump used the iota form, `mesh_text` when it used the mesh-axes form.
+    dump used the iota form; `mesh` / `mesh_axes` (and `mesh_text`, the exact text,
+    which the printer writes back) when it used the mesh-axes form
+    `mesh['x'=2,'y'=2] {'y'}`.
     """
 
     groups: tuple[tuple[int, ...], ...]
     iota: IotaDeviceList | None = None
     mesh_text: str = ""
+    mesh: Mesh | None = None
+    mesh_axes: tuple[MeshAxisRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NamedSharding:
+    """A mesh ("V3") sharding: `{mesh['x'=2,'y'=2], [{'x'}, {'y', ?}], replicated={'z'}}`
+    or `{maximal_mesh[device_id=3]}`.
+
+    `dims` holds, per tensor dimension, the axes it is split along (major first) and
+    whether it is open (`?`); `kind` is "replicated", "manual" or "unreduced" for the
+    whole-array forms (`{mesh[...], manual}`), "maximal" for maximal_mesh, else "".
+    """
+
+    mesh: Mesh | None
+    dims: tuple[tuple[tuple[MeshAxisRef, ...], bool], ...] = ()
+    kind: str = ""
+    replicated_axes: tuple[MeshAxisRef, ...] = ()
+    unreduced_axes: tuple[MeshAxisRef, ...] = ()
+    manual_axes: tuple[MeshAxisRef, ...] = ()
+    maximal_device: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class Sharding:
     """An `HloSharding`.
 
-    kind: replicated | manual | unknown | maximal | tiled | tuple.
+    kind: replicated | manual | unknown | unreduced | maximal | tiled | tuple.
     For tiled: `tile_dims` is the tile-assignment shape (including any trailing
     replication / subgroup dims) and `devices` the device ids in tile order.
+    A mesh sharding (`{mesh[...], [...]}`) is read as the equivalent tiled (or
+    replicated, manual, maximal) sharding, as XLA converts it, and keeps its own form in
+    `named`, which the printer writes back.
     """
 
     kind: str
@@ -119,8 +192,11 @@ class Sharding:
     last_tile_dims: tuple[str, ...] = ()
     device: int = -1  # maximal
     elements: tuple["Sharding", ...] = ()  # tuple
-    # Anything else printed inside the braces (metadata, shard_as, ...), verbatim.
-    extra: str = ""
+    # `shard_as N` / `shard_like N`: ("as" | "like", N); ("", -1) when absent.
+    shard_group: tuple[str, int] = ("", -1)
+    # `metadata={...}` or `metadata={{...}, {...}}`: the exact text of the value.
+    metadata: str = ""
+    named: NamedSharding | None = None
 
     @property
     def num_subgroup_dims(self) -> int:
@@ -214,6 +290,69 @@ class MlirAttr:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class Statistics:
+    """`statistics={visualizing_index=1,stat-0=0.5}`: numbers for XLA's graph viewer."""
+
+    visualizing_index: int = -1  # -1: `statistics={}`
+    stats: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ResultAccuracy:
+    """`result_accuracy={mode=highest}` or `{tolerance={atol=..,rtol=..,ulps=..}}` on
+    unary transcendental ops: how exact the implementation must be."""
+
+    mode: str = ""  # "default" | "highest" (as written; XLA reads it case-insensitively)
+    tolerance: tuple[tuple[str, float], ...] = ()  # (("atol", 1e-3), ...), in written order
+
+
+@dataclass(frozen=True, slots=True)
+class OriginalArray:
+    """One leaf of `origin=`: the instruction of the original (pre-optimization) module,
+    and the index inside its shape, that this value was."""
+
+    instruction: str
+    shape_index: tuple[int, ...] = ()
+
+
+# A tree of tuples whose leaves are OriginalArray, or None for a leaf with no origin.
+OriginTree = Any
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """`origin={...}` (an HloInstruction's original value).
+
+    `tree` mirrors the instruction's shape: a tuple of subtrees per tuple shape, else an
+    OriginalArray (or None).  `synthetic_call` is `{[synthetic_call]}`.  Newer XLA
+    writes a second part, a bracketed list of strings (`{(),[""]}` for a synthetic
+    call); it is kept in `call_names` (None when absent).
+    """
+
+    tree: OriginTree = None
+    synthetic_call: bool = False
+    call_names: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """`domain={kind="sharding", entry={...}, exit={...}}` on a `domain` instruction."""
+
+    kind: str
+    entry: Sharding | None = None
+    exit: Sharding | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiteralAttr:
+    """`literal=s32[2]{0} {1, 2}` on a custom-call: a shape and its values (a numpy
+    array, or a tuple of LiteralAttr for a tuple literal `( s32[] 1, f32[] 2 )`)."""
+
+    shape: Shape
+    value: Any
+
+
 # Kinds of values the parser knows how to read and the printer how to write.
 INT, FLOAT, BOOL, IDENT, STRING = "int", "float", "bool", "ident", "string"
 INTS, IDENTS, NAMES, COMP, COMPS = "ints", "idents", "names", "comp", "comps"
@@ -222,6 +361,14 @@ PADDING = "padding"
 SHARDING, FRONTEND, BACKEND, SHAPES, OUT_ALIAS, SHAPE = (
     "sharding", "frontend", "backend", "shapes", "out_alias", "shape",
 )
+BOOLS, INTS_OR_LISTS, STATISTICS, RESULT_ACCURACY, ORIGIN, DOMAIN, LITERAL = (
+    "bools", "ints_or_lists", "statistics", "result_accuracy", "origin", "domain", "literal",
+)
+# `{lhs={sparsity=1x4 dimension=2 stride=0}}`: per-operand sub-attributes, values kept
+# as ints or as their text (`1x4`).
+OPERAND_CONFIGS = "operand_configs"
+# A known attribute whose value the IR keeps as the exact balanced `{...}` text.
+RAW_BRACED = "raw_braced"
 
 INSTRUCTION_ATTRS: dict[str, str] = {
     # integers
@@ -229,6 +376,7 @@ INSTRUCTION_ATTRS: dict[str, str] = {
     "index_vector_dim": INT, "exponent_bits": INT, "mantissa_bits": INT,
     "feature_index": INT, "k": INT, "split_dimension": INT, "tuple_index": INT,
     "cross_program_prefetch_index": INT, "iota_dimension": INT, "async_group_id": INT, "recursion_depth": INT,
+    "num_carries": INT, "inferred_dimension": INT, "delta": INT,
     # floats
     "epsilon": FLOAT,
     # booleans
@@ -236,19 +384,24 @@ INSTRUCTION_ATTRS: dict[str, str] = {
     "unique_indices": BOOL, "is_stable": BOOL, "largest": BOOL,
     "custom_call_has_side_effect": BOOL, "left_side": BOOL, "lower": BOOL,
     "unit_diagonal": BOOL, "is_host_transfer": BOOL, "is_cross_program_prefetch": BOOL,
+    "has_dynamic_root": BOOL, "is_reverse": BOOL, "is_associative": BOOL, "is_composite": BOOL,
     # integer lists
     "dimensions": INTS, "lhs_batch_dims": INTS, "rhs_batch_dims": INTS,
     "lhs_contracting_dims": INTS, "rhs_contracting_dims": INTS, "offset_dims": INTS,
-    "collapsed_slice_dims": INTS, "start_index_map": INTS, "slice_sizes": INTS,
+    "collapsed_slice_dims": INTS, "start_index_map": INTS,
     "operand_batching_dims": INTS, "start_indices_batching_dims": INTS,
     "update_window_dims": INTS, "inserted_window_dims": INTS,
     "scatter_dims_to_operand_dims": INTS, "input_batching_dims": INTS,
     "scatter_indices_batching_dims": INTS, "fft_length": INTS, "dynamic_slice_sizes": INTS,
+    # gather's `slice_sizes={1,2}`; the in-place collective-permute's `{{1,2},{3,4}}`.
+    "slice_sizes": INTS_OR_LISTS,
     "lhs_ragged_dims": INTS, "rhs_group_dims": INTS,
     # bare identifiers (enums)
     "kind": IDENT, "direction": IDENT, "comparison_direction": IDENT, "type": IDENT, "distribution": IDENT,
     "algorithm": IDENT, "fft_type": IDENT, "padding_type": IDENT, "api_version": IDENT,
-    "transpose_a": IDENT, "custom_call_schedule": IDENT,
+    "transpose_a": IDENT, "custom_call_schedule": IDENT, "schedule": IDENT,
+    # compare's `order=TOTAL|PARTIAL` (newer XLA's spelling of `type=TOTALORDER`).
+    "order": IDENT, "convolution_kind": IDENT, "mode": IDENT,
     # quoted strings
     "custom_call_target": STRING, "infeed_config": STRING, "outfeed_config": STRING,
     "async_execution_thread": STRING, "op_name": STRING,
@@ -266,6 +419,10 @@ INSTRUCTION_ATTRS: dict[str, str] = {
     "frontend_attributes": FRONTEND, "backend_config": BACKEND,
     "operand_layout_constraints": SHAPES, "output_to_operand_aliasing": OUT_ALIAS,
     "outfeed_shape": SHAPE,
+    # generic
+    "parameter_replication": BOOLS, "statistics": STATISTICS, "result_accuracy": RESULT_ACCURACY,
+    "origin": ORIGIN, "domain": DOMAIN, "literal": LITERAL,
+    "sparsity_config": OPERAND_CONFIGS, "block_scaling_config": OPERAND_CONFIGS,
 }
 
 # Module header attributes (`HloModule name, ...`).
@@ -277,13 +434,16 @@ MODULE_ATTRS: dict[str, str] = {
     "alias_passthrough_params": BOOL,
     "num_partitions": INT,
     "replica_count": INT,
-    "allow_spmd_sharding_propagation_to_parameters": "bools",
-    "allow_spmd_sharding_propagation_to_output": "bools",
+    "allow_spmd_sharding_propagation_to_parameters": BOOLS,
+    "allow_spmd_sharding_propagation_to_output": BOOLS,
     "frontend_attributes": FRONTEND,
     "spmd_output_sharding": SHARDING,
     "spmd_parameters_shardings": "shardings",
     "use_auto_spmd_partitioning": BOOL,
     "launch_bound": INT,
+    # Rare, and no consumer reads them: kept as their exact text.
+    "origin_recovery_table": RAW_BRACED,
+    "debug_attributes": RAW_BRACED,  # newer XLA only
 }
 
 

@@ -19,7 +19,7 @@ ELEMENT_BITS: dict[str, int] = {
     "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
     "c64": 64, "c128": 128,
     "f8e5m2": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8, "f8e5m2fnuz": 8,
-    "f8e4m3fnuz": 8, "f8e3m4": 8, "f8e8m0fnu": 8, "f4e2m1fn": 4,
+    "f8e4m3fnuz": 8, "f8e3m4": 8, "f8e8m0fnu": 8, "f4e2m1fn": 4, "f6e2m3fn": 6, "f6e3m2fn": 6,
     "token": 0, "opaque": 0,
 }
 FLOAT_TYPES = frozenset(
@@ -42,19 +42,36 @@ class Tile:
 
 
 @dataclass(frozen=True, slots=True)
-class Layout:
-    """A shape's physical layout: `{1,0:T(8,128)(2,1)S(1)}`.
+class SplitConfig:
+    """One `SC(dim:i,j,...)` split of a layout: `dimension` is split at `split_indices`."""
 
-    Only `minor_to_major` changes how a `bitcast` reinterprets bytes; tiles, element size
-    and memory space never change logical values.  Fields the IR does not model are kept
-    verbatim in `extra` (e.g. `L(2)`, `#(s4)`, `*(...)`) so printing loses nothing.
+    dimension: int
+    split_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A shape's physical layout: `{1,0:T(8,128)(2,1)L(1024)#(u16)*(u32)E(4)S(1)SC(0:1)M(8)}`.
+
+    Only `minor_to_major` changes how a `bitcast` reinterprets bytes; the other fields
+    (tiles, element size, memory space, ...) never change logical values.  Every field
+    XLA's layout grammar has is kept, so printing loses nothing; 0 / "" / () mean "not
+    written" (XLA's defaults).
     """
 
     minor_to_major: tuple[int, ...]
     tiles: tuple[Tile, ...] = ()
-    element_size_bits: int = 0
-    memory_space: int = 0
-    extra: tuple[str, ...] = ()
+    element_size_bits: int = 0  # E(n)
+    memory_space: int = 0  # S(n)
+    # D(D,C+~,...): per-dimension level types of sparse arrays ("D" dense, "C" compressed,
+    # "S" singleton, "H" loose compressed; "+" non-unique, "~" unordered).
+    dim_level_types: tuple[str, ...] = ()
+    tail_padding_alignment: int = 0  # L(n), in elements
+    index_type: str = ""  # #(u32): index primitive type of sparse arrays
+    pointer_type: str = ""  # *(u64): pointer primitive type of sparse arrays
+    split_configs: tuple[SplitConfig, ...] = ()  # SC(0:1,2)(1:2)
+    physical_shape: "Shape | None" = None  # P(shape), sparse arrays only
+    dynamic_shape_metadata_prefix_bytes: int = 0  # M(n)
 
     def is_default(self) -> bool:
         n = len(self.minor_to_major)
@@ -87,8 +104,13 @@ class Shape:
         return self.element_type == "token"
 
     @property
+    def is_buffer(self) -> bool:
+        """`b(f32[4])`: a buffer holding an array (tuple_shapes holds that array)."""
+        return self.element_type == "buffer"
+
+    @property
     def is_array(self) -> bool:
-        return not self.is_tuple and not self.is_token
+        return not self.is_tuple and not self.is_token and not self.is_buffer
 
     @property
     def rank(self) -> int:
@@ -131,15 +153,46 @@ class Shape:
             s = s.tuple_shapes[i]
         return s
 
+    def leaf_span(self, index: tuple[int, ...]) -> tuple[int, int]:
+        """Range of flattened leaves covered by the nested tuple element `index`."""
+        start, s = 0, self
+        for i in index:
+            start += s.leaf_range(i)[0]
+            s = s.tuple_shapes[i]
+        return start, start + s.leaf_count()
+
     def without_layout(self) -> "Shape":
-        if self.is_tuple:
-            return Shape("tuple", tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes))
+        if self.is_tuple or self.is_buffer:
+            return Shape(self.element_type, tuple_shapes=tuple(s.without_layout() for s in self.tuple_shapes))
         return Shape(self.element_type, self.dims, self.dynamic)
+
+    def compatible(self, other: "Shape") -> bool:
+        """Same element types and dimensions, layouts and dynamic-ness ignored (what XLA's
+        parser asks of a shape written in front of an operand)."""
+        if self.element_type != other.element_type:
+            return False
+        if self.tuple_shapes or other.tuple_shapes:
+            return len(self.tuple_shapes) == len(other.tuple_shapes) and all(
+                a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes))
+        return self.dims == other.dims
 
     def __str__(self) -> str:
         from converter.hlo.printer import shape_to_text
 
         return shape_to_text(self)
+
+
+def split_operand(name: str) -> tuple[str, tuple[int, ...]]:
+    """`x#1#0` → ("x", (1, 0)); a plain name → (name, ()).
+
+    Newer XLA dumps (`xla_dump_compact_gte`) write a get-tuple-element feeding an operand
+    as `%x#1` instead of a separate instruction.  Instruction names cannot hold `#`, so
+    the operand keeps that spelling in `Instruction.operands` and resolves here.
+    """
+    if "#" not in name:
+        return name, ()
+    base, *index = name.split("#")
+    return base, tuple(int(i) for i in index)
 
 
 @dataclass(slots=True)
@@ -213,28 +266,75 @@ class Computation:
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)
 
+    def producer(self, operand: str) -> Instruction:
+        """The instruction an operand name refers to (`x` for a compact `x#1` operand)."""
+        instr = self.by_name.get(operand)
+        return instr if instr is not None else self.by_name[split_operand(operand)[0]]
+
+    def operand_shape(self, operand: str) -> Shape:
+        """The shape of an operand: its producer's, or a tuple element of it for `x#1`."""
+        instr = self.by_name.get(operand)
+        if instr is not None:
+            return instr.shape
+        base, index = split_operand(operand)
+        return self.by_name[base].shape.subshape(index)
+
 
 @dataclass(slots=True)
 class StackFrames:
-    """The `FileNames` / `FunctionNames` / `FileLocations` / `StackFrames` tables."""
+    """The `FileNames` / `FunctionNames` / `FileLocations` / `StackFrames` tables.
+
+    Ids are 1-based positions in each table (XLA ignores the numbers printed in front of
+    the entries; the parser numbers entries by position).  A frame's `parent_frame_id`
+    is kept as printed, which is the parent's id **plus one**: XLA prints
+    `parent_frame_id() + 1` and subtracts 1 when it parses, so a printed 1 means "no
+    parent" and a printed k means frame k-1 (see `parent`).
+    """
 
     file_names: dict[int, str] = field(default_factory=dict)
     function_names: dict[int, str] = field(default_factory=dict)
-    # id -> (file_name_id, function_name_id, line, end_line, column, end_column)
+    # id -> {file_name_id, function_name_id, line, end_line, column, end_column}
     file_locations: dict[int, dict[str, int]] = field(default_factory=dict)
-    # id -> (file_location_id, parent_frame_id)
+    # id -> {file_location_id, parent_frame_id (as printed: parent id + 1)}
     frames: dict[int, dict[str, int]] = field(default_factory=dict)
 
-    def location(self, frame_id: int) -> tuple[str, int, int] | None:
-        """(file, line, column) of the innermost frame `frame_id`."""
+    def parent(self, frame_id: int) -> int:
+        """The id of frame `frame_id`'s caller, 0 when it has none."""
+        frame = self.frames.get(frame_id)
+        if frame is None:
+            return 0
+        return max(frame.get("parent_frame_id", 0) - 1, 0)
+
+    def frame(self, frame_id: int) -> tuple[str, str, int, int] | None:
+        """(file, function, line, column) of frame `frame_id` alone."""
         frame = self.frames.get(frame_id)
         if frame is None:
             return None
         loc = self.file_locations.get(frame.get("file_location_id", 0))
         if loc is None:
             return None
-        file = self.file_names.get(loc.get("file_name_id", 0), "")
-        return file, loc.get("line", 0), loc.get("column", 0)
+        return (self.file_names.get(loc.get("file_name_id", 0), ""),
+                self.function_names.get(loc.get("function_name_id", 0), ""),
+                loc.get("line", 0), loc.get("column", 0))
+
+    def call_stack(self, frame_id: int) -> list[tuple[str, str, int, int]]:
+        """Frame `frame_id` and its callers, innermost first (stops at a cycle, which
+        XLA's parser treats as a corrupt table)."""
+        out: list[tuple[str, str, int, int]] = []
+        seen: set[int] = set()
+        while frame_id and frame_id not in seen:
+            seen.add(frame_id)
+            entry = self.frame(frame_id)
+            if entry is None:
+                break
+            out.append(entry)
+            frame_id = self.parent(frame_id)
+        return out
+
+    def location(self, frame_id: int) -> tuple[str, int, int] | None:
+        """(file, line, column) of the innermost frame `frame_id`."""
+        entry = self.frame(frame_id)
+        return None if entry is None else (entry[0], entry[2], entry[3])
 
     def is_empty(self) -> bool:
         return not (self.file_names or self.function_names or self.file_locations or self.frames)

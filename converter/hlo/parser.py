@@ -5,8 +5,10 @@ regex anchored at the current position, so the per-character work happens in C. 
 are cached by their text (a dump repeats a few hundred shapes thousands of times) and
 JSON backend configs are delimited and decoded by `json.JSONDecoder.raw_decode`.
 
-Every error is an `HloParseError` carrying `path:line:col`, what was expected, and what
-was found there.
+It reads what XLA's own parser (jaxlib 0.10.2) reads, and what newer XLA prints
+(compact get-tuple-element operands `%x#1`, compare `order=`, ...); the grammar is
+written down in the team's HLO grammar notes.  Every error is an `HloParseError`
+carrying `path:line:col`, what was expected, and what was found there.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from converter.hlo.ir import (
     Metadata,
     Module,
     Shape,
+    SplitConfig,
     StackFrames,
     Tile,
+    split_operand,
 )
 
 
@@ -60,33 +64,43 @@ class HloParseError(ConverterError):
 _W = r"(?:\s+|/\*.*?\*/|//[^\n]*)*"
 _SKIP = re.compile(_W, re.S)
 _NAME = r"%?[A-Za-z_][\w.\-]*"
-_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^{}\n]*\})?"
+# An operand: a name, or (newer XLA, `xla_dump_compact_gte`) a tuple element of one: `%x#1#0`.
+_OPERAND_NAME = _NAME + r"(?:#\d+)*"
+# A `{` after a shape starts a layout only when an integer or ':' follows (XLA's lexer
+# looks ahead one token), so `f32[2,3]{}` is no layout.  Layouts with spaces, newlines
+# or a nested `P(shape)` take the general path (`_Parser.layout_after`).
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?=[\d:])[^{}\n]*\})?"
 
 _RE_NAME = re.compile(_NAME)
+_RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
-_RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")" + _W + r"=" + _W, re.S)
+_RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
-_RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _NAME + r")", re.S)
+_RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _OPERAND_NAME + r")", re.S)
 # Fast paths for the common case (no comments, array shapes, operands without tuple
 # shapes); anything else falls back to the general grammar, which also reports errors.
-_RE_HEAD_FAST = re.compile(r"\s*(ROOT\s+)?(" + _NAME + r")\s*=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\(")
-_OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _NAME + r"\s*"
+_RE_HEAD_FAST = re.compile(r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\(")
+_OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _OPERAND_NAME + r"\s*"
 _RE_OPERANDS_FAST = re.compile(r"((?:" + _OPERAND_FAST + r",)*" + _OPERAND_FAST + r"|\s*)\)")
-_RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(" + _NAME + r")")
+_RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(" + _OPERAND_NAME + r")")
 _RE_COMMA_OR_CLOSE = re.compile(_W + r"([,)])", re.S)
+# `key=` is one token in XLA's lexer: no space before the '='.
 _RE_ATTR_FAST = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=")
-_RE_ATTR_NAME = re.compile(_W + r",?" + _W + r"([A-Za-z_][\w\-]*)" + _W + r"=" + _W, re.S)
-_RE_INT = re.compile(r"[-+]?\d+")
-_RE_FLOAT = re.compile(r"[-+]?(?:nan|inf|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+_RE_ATTR_NAME = re.compile(_W + r"," + _W + r"([A-Za-z_][\w.\-]*)=" + _W, re.S)
+_RE_KEY = re.compile(r"([A-Za-z_][\w.\-]*)=")
+_RE_INT = re.compile(r"-?\d+")
+_RE_FLOAT = re.compile(r"-?(?:nan|inf|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 _RE_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
-_RE_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
-_RE_INT_LIST = re.compile(r"\{" + _W + r"((?:[-+]?\d+(?:" + _W + r"," + _W + r"[-+]?\d+)*)?)" + _W + r"\}", re.S)
-_RE_METADATA = re.compile(r'\{((?:\s*[A-Za-z_]\w*=(?:"(?:[^"\\\n]|\\.)*"|[^\s"{}]+))*)\s*\}')
-_RE_METADATA_KV = re.compile(r'([A-Za-z_]\w*)=(?:"((?:[^"\\\n]|\\.)*)"|([^\s"{}]+))')
+_RE_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
+_RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
+_RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
+_METADATA_VALUE = r'"(?:[^"\\\n]|\\.)*"|[^\s"\'{}]+'
+_RE_METADATA = re.compile(r"\{((?:\s*[A-Za-z_]\w*=(?:" + _METADATA_VALUE + r"))*)\s*\}")
+_RE_METADATA_KV = re.compile(r'([A-Za-z_]\w*)=(?:"((?:[^"\\\n]|\\.)*)"|([^\s"\'{}]+))')
 _RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
-_RE_LAYOUT_ITEM = re.compile(r"T((?:\([^()]*\))+)|([A-Z#*]+)\(([^()]*)\)")
-_RE_DIM = re.compile(r"\s*(<=)?\s*(\d+|\?)\s*")
+_RE_CURLY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}]')
+_RE_DIM = re.compile(r"\s*(<=\s*\d+|\d+|\?)\s*")
 _RE_GROUPS = re.compile(r"\{\s*((?:\{[\d,\s]*\}\s*,?\s*)*)\}")
 _RE_GROUP = re.compile(r"\{([\d,\s]*)\}")
 _RE_IOTA = re.compile(r"\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?")
@@ -97,21 +111,35 @@ _RE_WINDOW = re.compile(r"\{((?:\s*[a-z_]+=[\d_x\-]+)*)\s*\}")
 _RE_WINDOW_KV = re.compile(r"([a-z_]+)=([\d_x\-]+)")
 _RE_DIM_LABELS = re.compile(r"([0-9a-z?]+)_([0-9a-z?]+)->([0-9a-z?]+)")
 _RE_OUT_ALIAS = re.compile(r"\{\s*([\d,\s]*)\}\s*:\s*\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*(?:,\s*([a-z\-]+)\s*)?\)")
+_RE_DONOR = re.compile(r"\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*\)")
 _RE_COMP_LIST = re.compile(r"\{" + _W + r"((?:" + _NAME + r"(?:" + _W + r"," + _W + _NAME + r")*)?)" + _W + r"\}", re.S)
 _RE_IDENT_LIST = re.compile(r"\{\s*((?:[A-Za-z_][\w\-]*(?:\s*,\s*[A-Za-z_][\w\-]*)*)?)\s*\}")
+# Literal values: XLA's number tokens (no '+', no hex, no leading '.': `-.5` but not `.5`).
 _RE_LITERAL_TOKEN = re.compile(
-    r"[-+]?(?:nan(?:\(0x[0-9a-fA-F]+\))?|inf|0x[0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|true|false"
+    r"-?(?:nan(?:\(0x[0-9a-fA-F]+\))?|inf)|(?:-?\d+\.?\d*|-\.\d+)(?:[eE][-+]?\d+)?|true|false"
 )
 _RE_LITERAL_SHAPE = re.compile(r"[\s{},]*(?:(?:" + _RE_LITERAL_TOKEN.pattern + r")[\s{},]*)*")
 _RE_COMPLEX_TOKEN = re.compile(r"\(\s*(" + _RE_LITERAL_TOKEN.pattern + r")\s*,\s*(" + _RE_LITERAL_TOKEN.pattern + r")\s*\)")
+_RE_BRACE_SPLIT = re.compile(r"([{}])")
 _RE_SECTION_ENTRY = re.compile(r"[ \t]*(\d+)[ \t]+(\"(?:[^\"\\\n]|\\.)*\"|\{[^{}\n]*\})[ \t]*\n?")
-_RE_SECTION_KV = re.compile(r"(\w+)=(-?\d+)")
-_RE_ENTRY = re.compile(r"ENTRY(?=[\s%])")
+_RE_SECTION_KV = re.compile(r"(\w+)\s*=\s*(-?\d+)")
+_RE_ENTRY = re.compile(r"ENTRY(?=[\s%/])")
+_RE_EXEC_THREAD = re.compile(_W + r"," + _W + r"execution_thread=" + _W, re.S)
+_RE_SIGNATURE_PARAM = re.compile(r"([A-Za-z_][\w.\-]*):")
+_RE_COMPUTATION_START = re.compile(_NAME + _W + r"\{", re.S)
+_RE_INLINE_BODY = re.compile(r"\{" + _W + r"(?:ROOT\s+)?" + _NAME + _W + r"=", re.S)
 _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_FILE_LOCATION_FIELDS = ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column")
+_FRAME_FIELDS = ("file_location_id", "parent_frame_id")
+# BackendConfig.data() reads these two (octal, hex or one character after '\').
 _RE_C_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))", re.S)
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?",
                    "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+# absl::CUnescape, which XLA's lexer applies to strings: also \uXXXX and \UXXXXXXXX.
+_RE_C_UNESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.S)
 _JSON = json.JSONDecoder()
+# Instruction names XLA refuses even with '%': the element types.
+_ILLEGAL_NAMES = frozenset(ELEMENT_BITS)
 
 
 def c_unescape(s: str) -> str:
@@ -120,13 +148,15 @@ def c_unescape(s: str) -> str:
         return s
     out = bytearray()
     pos = 0
-    for m in _RE_C_ESCAPE.finditer(s):
+    for m in _RE_C_UNESCAPE.finditer(s):
         out += s[pos : m.start()].encode("utf-8")
-        octal, hexa, char = m.groups()
+        octal, hexa, u4, u8, char = m.groups()
         if octal is not None:
             out.append(int(octal, 8) & 0xFF)
         elif hexa is not None:
             out.append(int(hexa, 16))
+        elif u4 is not None or u8 is not None:
+            out += chr(int(u4 or u8, 16)).encode("utf-8", errors="surrogatepass")
         else:
             out += _SIMPLE_ESCAPES.get(char, "\\" + char).encode("utf-8")
         pos = m.end()
@@ -145,6 +175,15 @@ class _Parser:
         # newlines since the last query costs O(text) in total.
         self._line_pos = 0
         self._line_no = 1
+        # The computation being parsed: its instructions so far (for shape inference of
+        # instructions written without a shape) and the nested operand instructions
+        # (`add(negate(%p), %q)`) that go in front of the instruction being parsed.
+        self.scope: dict[str, Instruction] = {}
+        self.pending: list[Instruction] = []
+        # Computations of the module so far, and inline ones (`to_apply={...}`) still to
+        # be added in front of the computation that holds them.
+        self.computations: dict[str, Computation] = {}
+        self.inline: list[Computation] = []
 
     # ----------------------------------------------------------------- positions
     def line_col(self, pos: int) -> tuple[int, int]:
@@ -165,6 +204,24 @@ class _Parser:
             found = self.describe(pos)
         message = f"expected {expected}, found {found}" if expected else found
         return HloParseError(self.path, line, col, message, source_line)
+
+    def error_at(self, instr: Instruction | Computation, message: str, token: str | None = None) -> HloParseError:
+        """An error about a whole instruction or computation, located at its name, or at
+        `token` (an operand or attribute name) when it occurs in the instruction's text."""
+        start = 0
+        for _ in range(instr.line - 1):
+            start = self.s.index("\n", start) + 1
+        pos = start + instr.col - 1
+        if token is not None:
+            # The instruction runs to the next line that starts another one (or 64 KB).
+            end = self.s.find("\n", pos)
+            while 0 <= end < pos + 65536 and not re.match(r"\n\s*(?:ROOT\s+)?%?[A-Za-z_][\w.\-]*\s*=|\n\s*}", self.s[end:end + 300]):
+                end = self.s.find("\n", end + 1)
+            m = re.compile(r"(?<![\w.\-%#])%?" + re.escape(token) + r"(?![\w.\-])").search(
+                self.s, pos, end if end >= 0 else len(self.s))
+            if m is not None and m.start() > pos:
+                pos = m.start()
+        return self.error("", pos, message)
 
     def describe(self, pos: int) -> str:
         if pos >= len(self.s):
@@ -212,6 +269,15 @@ class _Parser:
     def int_(self) -> int:
         return int(self.regex(_RE_INT, "an integer").group(0))
 
+    def string(self) -> str:
+        """A string in double or single quotes, unescaped."""
+        m = self.regex(_RE_STRING_ANY, "a quoted string")
+        return c_unescape(m.group(1) if m.group(1) is not None else m.group(2))
+
+    def key(self, what: str = "an attribute name") -> str:
+        """`name=` (one token: no space before the '=')."""
+        return self.regex(_RE_KEY, what).group(1)
+
     def balanced(self, what: str) -> str:
         """Text of one balanced `{...}`, `(...)` or `[...]` group (strings skipped)."""
         p = self.skip(self.p)
@@ -234,6 +300,25 @@ class _Parser:
                     return self.s[p : m.end()]
         raise self.error(f"'{closers[-1]}' closing the group opened here", p, "end of file")
 
+    def braced(self, what: str) -> str:
+        """Text of one `{...}` counting only braces and skipping double-quoted strings,
+        as XLA's lexer delimits free-form values (backend_config={...}, frontend
+        attribute values): brackets and parentheses inside need not balance."""
+        p = self.skip(self.p)
+        if not self.s.startswith("{", p):
+            raise self.error(what, p)
+        depth = 0
+        for m in _RE_CURLY_TOKENS.finditer(self.s, p):
+            tok = m.group(0)
+            if tok == "{":
+                depth += 1
+            elif tok == "}":
+                depth -= 1
+                if depth == 0:
+                    self.p = m.end()
+                    return self.s[p : m.end()]
+        raise self.error("'}' closing the value opened here", p, "end of file")
+
     def raw_value(self) -> str:
         """An attribute value we do not model: up to the next top-level ',' or line end."""
         p = self.skip(self.p)
@@ -246,10 +331,10 @@ class _Parser:
                 self.p = q
                 self.balanced("a value")
                 q = self.p
-            elif c == '"':
-                m = _RE_STRING.match(s, q)
+            elif c == '"' or c == "'":
+                m = _RE_STRING_ANY.match(s, q)
                 if m is None:
-                    raise self.error("a closing '\"'", q)
+                    raise self.error(f"a closing {c}", q)
                 q = m.end()
             elif c in ",\n)}]" or (c == " " and s.startswith("/*", q + 1)):
                 break
@@ -275,11 +360,59 @@ class _Parser:
                     if not self.accept(","):
                         raise self.error("',' or ')' in a tuple shape")
             return Shape("tuple", tuple_shapes=tuple(elements))
+        if s.startswith("b(", p):  # a buffer shape `b(f32[4])`
+            self.p = p + 2
+            inner = self.shape()
+            self.expect(")")
+            return Shape("buffer", tuple_shapes=(inner,))
         m = _RE_ARRAY_SHAPE.match(s, p)
         if m is None:
+            return self.array_shape_spaced(p)
+        self.p = end = m.end()
+        shape = self.array_shape(m.group(0), p)
+        if s[end - 1] != "}" and self.layout_follows(end):
+            self.p = self.skip(end)
+            return self.with_layout(shape, self.braced("a layout"), self.p)
+        return shape
+
+    def layout_follows(self, pos: int) -> bool:
+        """Whether a layout starts at `pos` (after spaces): '{' then an integer or ':'."""
+        q = self.skip(pos)
+        if not self.s.startswith("{", q):
+            return False
+        q = self.skip(q + 1)
+        return q < len(self.s) and (self.s[q].isdigit() or self.s[q] == ":")
+
+    def with_layout(self, shape: Shape, text: str, end: int) -> Shape:
+        layout = self.layout(text[1:-1], shape.rank, end - len(text))
+        return Shape(shape.element_type, shape.dims, shape.dynamic, layout)
+
+    def array_shape_spaced(self, p: int) -> Shape:
+        """An array shape with spaces or comments inside (`f32 [ 2 , 3 ] {1,0}`), which
+        XLA's lexer allows."""
+        m = _RE_IDENT.match(self.s, p)
+        if m is None or m.group(0) not in ELEMENT_BITS:
             raise self.error("a shape", p)
         self.p = m.end()
-        return self.array_shape(m.group(0), p)
+        etype = m.group(0)
+        self.expect("[")
+        dims: list[str] = []
+        if not self.accept("]"):
+            while True:
+                q = self.skip(self.p)
+                dm = re.compile(r"<=" + _W + r"(\d+)|\d+|\?", re.S).match(self.s, q)
+                if dm is None:
+                    raise self.error("a dimension size", q)
+                dims.append("<=" + dm.group(1) if dm.group(1) else dm.group(0))
+                self.p = dm.end()
+                if self.accept("]"):
+                    break
+                self.expect(",")
+        shape = self.array_shape(f"{etype}[{','.join(dims)}]", p)
+        if self.layout_follows(self.p):
+            self.p = self.skip(self.p)
+            return self.with_layout(shape, self.braced("a layout"), self.p)
+        return shape
 
     def array_shape(self, text: str, pos: int) -> Shape:
         shape = self.shape_cache.get(text)
@@ -292,16 +425,22 @@ class _Parser:
         dims: list[int] = []
         dynamic: list[bool] = []
         if dims_text.strip():
-            for i, part in enumerate(dims_text.split(",")):
+            for part in dims_text.split(","):
                 dm = _RE_DIM.fullmatch(part)
                 if dm is None:
-                    raise self.error("a dimension size", pos + len(etype) + 1, f"'{part.strip()}'")
-                if dm.group(2) == "?":
+                    raise self.error("a dimension size ('8', '<=8' or '?')", pos + len(etype) + 1, f"'{part.strip()}'")
+                dim = dm.group(1)
+                if dim == "?":
                     dims.append(UNBOUNDED)
                     dynamic.append(True)
+                elif dim.startswith("<="):
+                    dims.append(int(dim[2:]))
+                    dynamic.append(True)
                 else:
-                    dims.append(int(dm.group(2)))
-                    dynamic.append(dm.group(1) is not None)
+                    dims.append(int(dim))
+                    dynamic.append(False)
+        if etype in ("token", "opaque") and dims:
+            raise self.error(f"'{etype}[]' (no dimensions)", pos, f"'{text}'")
         layout = None
         if layout_text is not None:
             layout = self.layout(layout_text, len(dims), pos + text.index("{"))
@@ -309,8 +448,26 @@ class _Parser:
         self.shape_cache[text] = shape
         return shape
 
+    # Layout fields after ':', in the only order XLA accepts: D T L # * E S SC P M.
+    _LAYOUT_FIELDS: tuple[tuple[str, re.Pattern], ...] = (
+        ("D", re.compile(r"D\(([^()]*)\)")),
+        ("T", re.compile(r"T((?:\([^()]*\))+)")),
+        ("L", re.compile(r"L\(\s*(\d+)\s*\)")),
+        ("#", re.compile(r"#\(\s*([a-z0-9]+)\s*\)")),
+        ("*", re.compile(r"\*\(\s*([a-z0-9]+)\s*\)")),
+        ("E", re.compile(r"E\(\s*(\d+)\s*\)")),
+        ("S", re.compile(r"S\(\s*(\d+)\s*\)")),
+        ("SC", re.compile(r"SC((?:\([^()]*\))+)")),
+        ("P", re.compile(r"P\(")),
+        ("M", re.compile(r"M\(\s*(\d+)\s*\)")),
+    )
+    _RE_DIM_LEVEL = re.compile(r"\s*[DCSH]\+?~?\s*")
+    _RE_TILE = re.compile(r"\(\s*((?:\d+|\*)(?:\s*,\s*(?:\d+|\*))*)?\s*\)")
+    _RE_SPLIT = re.compile(r"\(\s*(\d+)\s*:\s*(\d+(?:\s*,\s*\d+)*)\s*\)")
+
     def layout(self, text: str, rank: int, pos: int) -> Layout:
-        m2m_text, _, rest = text.partition(":")
+        """The inside of a layout's braces: `1,0:T(8,128)(2,1)E(4)S(1)`."""
+        m2m_text, colon, rest = text.partition(":")
         minor_to_major: tuple[int, ...] = ()
         if m2m_text.strip():
             try:
@@ -319,92 +476,208 @@ class _Parser:
                 raise self.error("a layout (minor-to-major dimension numbers)", pos) from None
         if len(minor_to_major) not in (0, rank) or sorted(minor_to_major) != list(range(len(minor_to_major))):
             raise self.error(f"a permutation of {rank} dimensions in the layout", pos, f"'{{{text}}}'")
-        tiles: list[Tile] = []
-        element_size = memory_space = 0
-        extra: list[str] = []
+        if not colon:
+            return Layout(minor_to_major)
+        fields: dict[str, Any] = {}
+        fields_pos = pos + 1 + len(m2m_text) + 1  # where `rest` starts in the text
         q = 0
-        rest = rest.strip()
-        while q < len(rest):
-            lm = _RE_LAYOUT_ITEM.match(rest, q)
-            if lm is None:
-                raise self.error("a layout field such as T(..), E(..) or S(..)", pos, f"'{rest[q:]}'")
-            if lm.group(1) is not None:
-                for t in re.findall(r"\(([^()]*)\)", lm.group(1)):
-                    tiles.append(Tile(tuple(-1 if x.strip() == "*" else int(x) for x in t.split(",") if x.strip())))
+        next_field = 0
+        while True:
+            while q < len(rest) and rest[q].isspace():
+                q += 1
+            if q >= len(rest):
+                break
+            for i in range(next_field, len(self._LAYOUT_FIELDS)):
+                key, rx = self._LAYOUT_FIELDS[i]
+                m = rx.match(rest, q)
+                if m is not None:
+                    break
             else:
-                key, value = lm.group(2), lm.group(3)
-                if key == "E":
-                    element_size = int(value)
+                later = [k for k, rx in self._LAYOUT_FIELDS[:next_field] if rx.match(rest, q)]
+                why = (f"'{later[0]}(..)' after a field that must follow it (the order is D T L # * E S SC P M)"
+                       if later else f"'{rest[q:q + 20]}'")
+                raise self.error("a layout field in the order D T L # * E S SC P M", fields_pos + q, why)
+            next_field = i + 1
+            field_pos = fields_pos + q
+            q = m.end()
+            if key == "P":  # P(shape): the shape may hold parentheses and braces
+                depth, start = 1, q
+                while q < len(rest) and depth:
+                    depth += {"(": 1, ")": -1}.get(rest[q], 0)
+                    q += 1
+                if depth:
+                    raise self.error("')' closing P(", field_pos)
+                sub = _Parser(rest[start : q - 1], self.path)
+                try:
+                    fields["physical_shape"] = sub.shape()
+                except HloParseError as e:
+                    raise self.error("", field_pos, f"bad physical shape in a layout: {e.message}") from None
+                continue
+            value = m.group(1)
+            try:
+                if key == "D":
+                    levels = value.split(",")
+                    if not all(self._RE_DIM_LEVEL.fullmatch(v) for v in levels):
+                        raise ValueError(f"dimension level types '{value}' (each D, C, S or H, then '+' or '~')")
+                    fields["dim_level_types"] = tuple(v.strip() for v in levels)
+                elif key == "T":
+                    tiles = []
+                    for tm in re.finditer(r"\([^()]*\)", value):
+                        if not self._RE_TILE.fullmatch(tm.group(0)):
+                            raise ValueError(f"tile '{tm.group(0)}'")
+                        inner = tm.group(0)[1:-1]
+                        tiles.append(Tile(tuple(-1 if x.strip() == "*" else int(x) for x in inner.split(",") if x.strip())))
+                    fields["tiles"] = tuple(tiles)
+                elif key == "L":
+                    fields["tail_padding_alignment"] = int(value)
+                elif key in ("#", "*"):
+                    if value not in ("u8", "u16", "u32", "u64"):
+                        raise ValueError(f"'{value}' is not an unsigned integer type")
+                    fields["index_type" if key == "#" else "pointer_type"] = value
+                elif key == "E":
+                    fields["element_size_bits"] = int(value)
                 elif key == "S":
-                    memory_space = int(value)
-                else:
-                    extra.append(lm.group(0))
-            q = lm.end()
-        return Layout(minor_to_major, tuple(tiles), element_size, memory_space, tuple(extra))
+                    fields["memory_space"] = int(value)
+                elif key == "SC":
+                    splits = []
+                    for sm in re.finditer(r"\([^()]*\)", value):
+                        mm = self._RE_SPLIT.fullmatch(sm.group(0))
+                        if mm is None:
+                            raise ValueError(f"split config '{sm.group(0)}' (expected '(dim:index,...)')")
+                        splits.append(SplitConfig(int(mm.group(1)), tuple(int(x) for x in mm.group(2).split(","))))
+                    fields["split_configs"] = tuple(splits)
+                elif key == "M":
+                    fields["dynamic_shape_metadata_prefix_bytes"] = int(value)
+            except ValueError as e:
+                raise self.error("", field_pos, f"bad layout: {e}") from None
+        return Layout(minor_to_major, **fields)
 
     # ------------------------------------------------------------------ top level
     def module(self) -> Module:
+        """`HloModule name, attrs...` then computations; or computations without the
+        header (XLA names the module `module_<entry>`); or a single instruction."""
         p = self.skip(0)
-        if not self.s.startswith("HloModule", p):
-            raise self.error("'HloModule'", p)
-        self.p = p + len("HloModule")
-        name = self.name()
+        s = self.s
         header: dict[str, Any] = {}
-        while self.peek() == ",":
-            self.p = self.skip(self.p) + 1
-            m = self.regex(re.compile(r"([A-Za-z_][\w\-]*)" + _W + "=" + _W, re.S), "a module attribute")
-            key = m.group(1)
-            header[key] = self.module_attr(key)
-        module = Module(name=name, computations=[], attrs=header, path=self.path)
+        name = None
+        head = _RE_IDENT.match(s, p)
+        if p >= len(s):
+            raise self.error("an HLO module ('HloModule name', then computations)", p)
+        if head is not None and head.group(0) == "HloModule":
+            self.p = p + len("HloModule")
+            name = self.name()
+            while self.peek() == ",":
+                self.p = self.skip(self.p) + 1
+                key_pos = self.skip(self.p)
+                key = self.key("a module attribute ('name=value')")
+                if key in header:
+                    raise self.error("", key_pos, f"module attribute '{key}' is given twice")
+                header[key] = self.module_attr(key)
+        elif not (_RE_ENTRY.match(s, p) or _RE_COMPUTATION_START.match(s, p)):
+            # XLA reads text that is neither a module nor starts like a computation
+            # (`name {`) as one instruction.
+            return self.single_instruction_module()
+        module = Module(name=name or "", computations=[], attrs=header, path=self.path)
+        self.computations = module.by_name
         while True:
             p = self.skip(self.p)
-            if p >= len(self.s):
+            if p >= len(s):
                 break
-            section = next((k for k in _SECTIONS if self.s.startswith(k, p)), None)
+            section = next((k for k in _SECTIONS if s.startswith(k, p)), None)
             if section is not None:
                 after = self.skip(p + len(section))
-                if after >= len(self.s) or self.s[after] not in "({" and not self.s.startswith("->", after):
+                if after >= len(s) or s[after] not in "({" and not s.startswith("->", after):
+                    # XLA reads the tables only between the header and the first
+                    # computation; they are accepted after computations too (where a flag
+                    # of newer XLA prints them) since they cannot mean anything else.
                     self.p = p + len(section)
                     self.section(section, module.stack_frames)
                     continue
             comp = self.computation()
-            if comp.name in module.by_name:
-                raise HloParseError(self.path, comp.line, comp.col, f"computation '{comp.name}' is defined twice")
-            module.computations.append(comp)
-            module.by_name[comp.name] = comp
+            for inline in self.inline:
+                self.add_computation(module, inline)
+            self.inline = []
+            self.add_computation(module, comp)
             if comp.is_entry:
                 if module.entry is not None:
-                    raise HloParseError(self.path, comp.line, comp.col, "a second ENTRY computation")
+                    raise self.error_at(comp, "a second ENTRY computation")
                 module.entry = comp
         if not module.computations:
-            raise self.error("a computation", len(self.s))
+            raise self.error("a computation", len(s))
         if module.entry is None:
             # XLA takes the last computation as the entry when none is marked.
             module.entry = module.computations[-1]
             module.entry.is_entry = True
+        if name is None:
+            module.name = "module_" + module.entry.name
         self.check_computation_refs(module)
         module.warnings = self.warnings.messages
         return module
 
+    def add_computation(self, module: Module, comp: Computation) -> None:
+        if comp.name in module.by_name:
+            raise self.error_at(comp, f"computation '{comp.name}' is defined twice")
+        module.computations.append(comp)
+        module.by_name[comp.name] = comp
+
+    def single_instruction_module(self) -> Module:
+        """One instruction (`%r = f32[4] negate(f32[4] %p)`), as XLA reads it: operands
+        it does not define become parameters, typed by the shapes written in front of
+        them; the module and its one computation are named `_`."""
+        self.p = 0
+        instr = self.instruction()
+        if self.skip(self.p) < len(self.s):
+            raise self.error("the end of a single-instruction text")
+        instructions: list[Instruction] = []
+        by_name: dict[str, Instruction] = {}
+        for item in [*self.pending, instr]:
+            for i, operand in enumerate(item.operands):
+                base = split_operand(operand)[0]
+                if base in by_name:
+                    continue
+                shape = (item.operand_shapes or [None] * len(item.operands))[i]
+                if shape is None:
+                    raise self.error_at(item, f"operand '{operand}' is not defined and has no shape to make it a parameter")
+                param = Instruction(base, "parameter", shape, [], {}, item.line, item.col,
+                                    parameter_number=sum(1 for x in instructions if x.opcode == "parameter"))
+                instructions.append(param)
+                by_name[base] = param
+            instructions.append(item)
+            by_name[item.name] = item
+        instr.is_root = True
+        comp = Computation("_", instructions, instr.line, instr.col, True, None, "", by_name, instr)
+        self.finish_computation(comp)
+        module = Module("_", [comp], {}, path=self.path, by_name={"_": comp}, entry=comp)
+        module.warnings = self.warnings.messages
+        return module
+
     def section(self, section: str, tables: StackFrames) -> None:
+        """One stack-frame table.  Entries are numbered by position: XLA ignores the
+        numbers printed in front of them."""
         s = self.s
+        names = {"FileNames": tables.file_names, "FunctionNames": tables.function_names,
+                 "FileLocations": tables.file_locations, "StackFrames": tables.frames}[section]
         while True:
             p = self.skip(self.p)
             m = _RE_SECTION_ENTRY.match(s, p)
             if m is None:
                 return
-            key = int(m.group(1))
             value = m.group(2)
+            value_pos = p + m.group(0).index(value)
+            key = len(names) + 1
             if section in ("FileNames", "FunctionNames"):
                 if not value.startswith('"'):
-                    raise self.error("a quoted name", p + m.group(0).index(value))
-                target = tables.file_names if section == "FileNames" else tables.function_names
-                target[key] = c_unescape(value[1:-1])
+                    raise self.error("a quoted name", value_pos)
+                names[key] = c_unescape(value[1:-1])
             else:
                 if not value.startswith("{"):
-                    raise self.error("'{'", p + m.group(0).index(value))
+                    raise self.error("'{'", value_pos)
                 fields = {k: int(v) for k, v in _RE_SECTION_KV.findall(value)}
-                (tables.file_locations if section == "FileLocations" else tables.frames)[key] = fields
+                required = _FILE_LOCATION_FIELDS if section == "FileLocations" else _FRAME_FIELDS
+                missing = [f for f in required if f not in fields]
+                if missing:
+                    raise self.error("", value_pos, f"{section} entry lacks {', '.join(missing)}")
+                names[key] = {f: fields[f] for f in required}
             self.p = m.end()
 
     def computation(self) -> Computation:
@@ -422,68 +695,128 @@ class _Parser:
             params: list[tuple[str, Shape]] = []
             if not self.accept(")"):
                 while True:
-                    pname = self.name()
-                    self.expect(":")
+                    # `p: f32[]`: the name and ':' are one token (no '%', no space).
+                    pname = self.regex(_RE_SIGNATURE_PARAM, "a parameter 'name:' (no '%', no space before ':')").group(1)
                     params.append((pname, self.shape()))
                     if self.accept(")"):
                         break
                     self.expect(",")
             self.expect("->")
             signature = (params, self.shape())
+        comp = self.computation_body(name, line, col, is_entry, signature)
+        m = _RE_EXEC_THREAD.match(self.s, self.p)
+        if m is not None:
+            self.p = m.end()
+            comp.execution_thread = self.string()
+        if signature is not None and not signature[1].compatible(comp.root.shape):
+            from converter.hlo.printer import shape_to_text
+
+            raise self.error_at(comp, f"computation '{name}' says it returns {shape_to_text(signature[1], False)}, "
+                                      f"its root is {shape_to_text(comp.root.shape, False)}")
+        return comp
+
+    def computation_body(self, name: str, line: int, col: int, is_entry: bool = False,
+                         signature: tuple[list[tuple[str, Shape]], Shape] | None = None) -> Computation:
+        """`{ instructions }`; instruction names are scoped to the computation."""
         self.expect("{")
+        outer_scope, outer_pending = self.scope, self.pending
         instructions: list[Instruction] = []
         by_name: dict[str, Instruction] = {}
+        self.scope, self.pending = by_name, []
         root = None
-        while True:
-            p = self.skip(self.p)
-            if self.s.startswith("}", p):
-                self.p = p + 1
-                break
-            if p >= len(self.s):
-                raise self.error(f"an instruction or '}}' closing computation '{name}'", p)
-            instr = self.instruction()
-            if instr.name in by_name:
-                raise HloParseError(self.path, instr.line, instr.col, f"instruction '{instr.name}' is defined twice in computation '{name}'")
-            by_name[instr.name] = instr
-            instructions.append(instr)
-            if instr.is_root:
-                if root is not None:
-                    raise HloParseError(self.path, instr.line, instr.col, f"a second ROOT in computation '{name}'")
-                root = instr
+        try:
+            while True:
+                p = self.skip(self.p)
+                if self.s.startswith("}", p):
+                    self.p = p + 1
+                    break
+                if p >= len(self.s):
+                    raise self.error(f"an instruction or '}}' closing computation '{name}'", p)
+                instr = self.instruction()
+                if self.pending:
+                    for nested in self.pending:
+                        by_name[nested.name] = nested
+                        instructions.append(nested)
+                    self.pending = []
+                if instr.name in by_name:
+                    raise self.error_at(instr, f"instruction '{instr.name}' is defined twice in computation '{name}'")
+                by_name[instr.name] = instr
+                instructions.append(instr)
+                if instr.is_root:
+                    if root is not None:
+                        raise self.error_at(instr, f"a second ROOT in computation '{name}'")
+                    root = instr
+        finally:
+            self.scope, self.pending = outer_scope, outer_pending
         if not instructions:
             raise HloParseError(self.path, line, col, f"computation '{name}' has no instructions")
-        execution_thread = ""
-        p = self.skip(self.p)
-        m = re.compile(r",\s*execution_thread\s*=\s*\"([^\"]*)\"").match(self.s, p)
-        if m:
-            execution_thread = m.group(1)
-            self.p = m.end()
         if root is None:
             root = instructions[-1]
             root.is_root = True
-        comp = Computation(name, instructions, line, col, is_entry, signature, execution_thread, by_name, root)
+        comp = Computation(name, instructions, line, col, is_entry, signature, "", by_name, root)
         self.finish_computation(comp)
         return comp
 
     def finish_computation(self, comp: Computation) -> None:
-        by_name = comp.by_name
+        """What XLA's parser checks once a computation is read: operands defined before
+        their use (and `x#i` naming a tuple element), shapes written in front of operands
+        compatible with them, parameter numbers 0..n-1."""
         params: dict[int, Instruction] = {}
+        defined: set[str] = set()
+        by_name = comp.by_name
         for instr in comp.instructions:
             for operand in instr.operands:
-                if operand not in by_name:
-                    raise HloParseError(self.path, instr.line, instr.col,
-                                        f"instruction '{instr.name}' uses '{operand}', which computation '{comp.name}' does not define")
+                if operand in defined:
+                    continue
+                base, index = split_operand(operand)
+                if base not in defined:
+                    where = "which is defined after it" if base in by_name else f"which computation '{comp.name}' does not define"
+                    raise self.error_at(instr, f"instruction '{instr.name}' uses '{base}', {where}", operand)
+                shape = by_name[base].shape
+                for depth, i in enumerate(index):
+                    if not shape.is_tuple or i >= len(shape.tuple_shapes):
+                        raise self.error_at(instr, f"operand '{operand}': '{base}{''.join(f'#{j}' for j in index[:depth])}' "
+                                                   f"has no tuple element {i}", operand)
+                    shape = shape.tuple_shapes[i]
+            if instr.operand_shapes is not None:
+                for operand, written in zip(instr.operands, instr.operand_shapes):
+                    if written is not None and not written.compatible(comp.operand_shape(operand)):
+                        from converter.hlo.printer import shape_to_text
+
+                        raise self.error_at(instr, f"operand '{operand}' of '{instr.name}' is written as "
+                                                   f"{shape_to_text(written)} but has shape {shape_to_text(comp.operand_shape(operand))}",
+                                            operand)
+            if instr.attrs:
+                self.check_instruction_attrs(comp, instr, defined)
+            defined.add(instr.name)
             if instr.opcode == "parameter":
                 if instr.parameter_number in params:
-                    raise HloParseError(self.path, instr.line, instr.col,
-                                        f"parameter number {instr.parameter_number} appears twice in computation '{comp.name}'")
+                    raise self.error_at(instr, f"parameter number {instr.parameter_number} appears twice in computation '{comp.name}'")
                 params[instr.parameter_number] = instr
         if sorted(params) != list(range(len(params))):
-            raise HloParseError(self.path, comp.line, comp.col,
-                                f"computation '{comp.name}' has parameters {sorted(params)}, not 0..{len(params) - 1}")
+            raise self.error_at(comp, f"computation '{comp.name}' has parameters {sorted(params)}, not 0..{len(params) - 1}")
         comp.parameters = [params[i] for i in range(len(params))]
 
+    def check_instruction_attrs(self, comp: Computation, instr: Instruction, defined: set[str]) -> None:
+        preds = instr.attrs.get("control-predecessors")
+        if isinstance(preds, list):
+            for pred in preds:
+                if pred not in comp.by_name:
+                    raise self.error_at(instr, f"control predecessor '{pred}' of '{instr.name}' is not an instruction of computation '{comp.name}'",
+                                        "control-predecessors")
+        if instr.opcode == "conditional" and instr.operands:
+            index_type = comp.operand_shape(instr.operands[0]).element_type
+            if index_type == "pred" and "branch_computations" in instr.attrs:
+                raise self.error_at(instr, "a conditional on a pred takes true_computation= and false_computation=, not branch_computations=",
+                                    "branch_computations")
+            if index_type != "pred" and ("true_computation" in instr.attrs or "false_computation" in instr.attrs):
+                raise self.error_at(instr, "a conditional on an integer index takes branch_computations=, not true_/false_computation=",
+                                    "true_computation" if "true_computation" in instr.attrs else "false_computation")
+
     def check_computation_refs(self, module: Module) -> None:
+        """Called computations exist and come before their callers (XLA reads a module
+        in one pass, so a reference to a later computation is an error)."""
+        defined: set[str] = set()
         for comp in module.computations:
             for instr in comp.instructions:
                 for key, value in instr.attrs.items():
@@ -495,9 +828,10 @@ class _Parser:
                     else:
                         continue
                     for ref in refs:
-                        if ref not in module.by_name:
-                            raise HloParseError(self.path, instr.line, instr.col,
-                                                f"instruction '{instr.name}' calls computation '{ref}' ({key}=), which the module does not define")
+                        if ref not in defined:
+                            where = "which is defined after it" if ref in module.by_name else "which the module does not define"
+                            raise self.error_at(instr, f"instruction '{instr.name}' calls computation '{ref}' ({key}=), {where}", ref)
+            defined.add(comp.name)
 
     # --------------------------------------------------------------- instructions
     def instruction(self) -> Instruction:
@@ -505,10 +839,13 @@ class _Parser:
         fast = _RE_HEAD_FAST.match(s, self.p)
         if fast is not None:
             is_root = fast.group(1) is not None
+            name = fast.group(2)
+            if (not fast.group(3) and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
+                self.bad_name(fast.start(2), name, not fast.group(3))
             line, col = self.line_col(fast.start(1) if is_root else fast.start(2))
-            shape = self.array_shape(fast.group(3), fast.start(3))
-            opcode = fast.group(4)
-            instr = Instruction(fast.group(2).lstrip("%"), opcode, shape, [], {}, line, col, is_root=is_root)
+            shape = self.array_shape(fast.group(4), fast.start(4))
+            opcode = fast.group(5)
+            instr = Instruction(name.lstrip("%"), opcode, shape, [], {}, line, col, is_root=is_root)
             self.p = fast.end()
             if opcode == "constant":
                 self.literal_operand(instr)
@@ -521,17 +858,41 @@ class _Parser:
             return instr
         m = _RE_INSTR_HEAD.match(s, self.p)
         if m is None:
+            nm = re.compile(_W + r"(?:ROOT\s+)?" + _NAME, re.S).match(s, self.p)
+            if nm is not None and nm.end() > self.skip(self.p):
+                raise self.error("'=' after the instruction name", nm.end())
             raise self.error("an instruction ('name = shape opcode(...)')")
+        name = m.group(2)
+        if (not m.group(3) and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
+            self.bad_name(m.start(2), name, not m.group(3))
         line, col = self.line_col(m.start(1) if m.group(1) else m.start(2))
-        name = m.group(2).lstrip("%")
         self.p = m.end()
-        shape = self.shape()
-        om = _RE_OPCODE.match(s, self.skip(self.p))
-        if om is None:
-            raise self.error("an opcode followed by '('")
+        return self.instruction_rhs(name.lstrip("%"), line, col, m.group(1) is not None, allow_attributes=True)
+
+    def bad_name(self, pos: int, name: str, glued: bool) -> None:
+        bare = name.lstrip("%")
+        if bare in _ILLEGAL_NAMES:
+            raise self.error("", pos, f"illegal instruction name '{bare}' (an element type); rename it, e.g. to '{bare}_'")
+        raise self.error("", pos, f"'{name}=' reads as an attribute name: an instruction name without '%' needs a space before '='")
+
+    def instruction_rhs(self, name: str, line: int, col: int, is_root: bool, allow_attributes: bool,
+                        shape: Shape | None = None) -> Instruction:
+        """`shape? opcode(operands), attributes`: everything after `name =` (or, for a
+        nested operand instruction, whose shape the caller read, after the shape).
+        Nested instructions have no attributes."""
+        s = self.s
+        p = self.skip(self.p)
+        om = _RE_OPCODE.match(s, p)
+        if shape is None and (om is None or om.group(1) == "b"):  # `b(` is a buffer shape
+            shape = self.shape()
+            om = _RE_OPCODE.match(s, self.skip(self.p))
+            if om is None:
+                raise self.error("an opcode followed by '('")
         opcode = om.group(1)
         self.p = om.end()
-        instr = Instruction(name, opcode, shape, [], {}, line, col, is_root=m.group(1) is not None)
+        instr = Instruction(name, opcode, shape or Shape("tuple"), [], {}, line, col, is_root=is_root)
+        if opcode in ("constant", "parameter") and shape is None:
+            raise self.error("", p, f"'{opcode}' needs its shape written before it")
         if opcode == "constant":
             self.literal_operand(instr)
         elif opcode == "parameter":
@@ -539,8 +900,33 @@ class _Parser:
             self.expect(")")
         else:
             self.operands(instr)
-        self.attributes(instr)
+        if allow_attributes:
+            self.attributes(instr)
+        if shape is None:
+            instr.shape = self.infer(instr, p)
         return instr
+
+    def infer(self, instr: Instruction, pos: int) -> Shape:
+        from converter.hlo.shape_inference import INFERABLE, infer_shape
+
+        if instr.opcode not in INFERABLE:
+            raise self.error("", pos, f"'{instr.opcode}' needs its shape written before it")
+        shapes = []
+        for i, operand in enumerate(instr.operands):
+            written = instr.operand_shapes[i] if instr.operand_shapes else None
+            base, index = split_operand(operand)
+            producer = self.scope.get(base) or next((x for x in self.pending if x.name == base), None)
+            if producer is None:
+                if written is None:
+                    raise self.error("", pos, f"cannot infer the shape of '{instr.name}': operand '{operand}' is not defined yet")
+                shapes.append(written)
+            else:
+                shapes.append(producer.shape.subshape(index))
+        try:
+            return infer_shape(instr.opcode, shapes, instr.attrs, self.computations.__getitem__)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            raise self.error("", pos, f"cannot infer the shape of '{instr.name}' ({instr.opcode}): "
+                                      f"{e if isinstance(e, ValueError) else 'write it'}") from None
 
     def operands(self, instr: Instruction) -> None:
         s = self.s
@@ -563,22 +949,22 @@ class _Parser:
             return
         while True:
             p = self.skip(self.p)
-            if s.startswith("(", p):  # a tuple-shaped operand written with its shape
-                shapes.append(self.shape())
+            shape: Shape | None = None
+            ident = _RE_IDENT.match(s, p)
+            if s.startswith("(", p) or s.startswith("b(", p) or (ident is not None and ident.group(0) in ELEMENT_BITS):
+                # A shape in front of the operand (instruction names cannot be element types).
+                shape = self.shape()
                 any_shape = True
-                names.append(self.name())
+                p = self.skip(self.p)
+            if _RE_OPCODE.match(s, p):
+                names.append(self.nested_instruction(p, shape))
             else:
-                m = _RE_OPERAND.match(s, p)
+                m = _RE_OPERAND_NAME.match(s, p)
                 if m is None:
                     raise self.error("an operand name", p)
-                shape_text = m.group(1)
-                if shape_text is not None:
-                    shapes.append(self.array_shape(shape_text, m.start(1)))
-                    any_shape = True
-                else:
-                    shapes.append(None)
-                names.append(m.group(2).lstrip("%"))
+                names.append(m.group(0).lstrip("%"))
                 self.p = m.end()
+            shapes.append(shape)
             c = _RE_COMMA_OR_CLOSE.match(s, self.p)
             if c is None:
                 raise self.error("',' or ')' after an operand")
@@ -587,6 +973,21 @@ class _Parser:
                 break
         if any_shape:
             instr.operand_shapes = shapes
+
+    def nested_instruction(self, pos: int, shape: Shape | None) -> str:
+        """`add(f32[4] negate(%p), %q)`: an operand written as an instruction, which XLA
+        adds in front of the one using it under the name `<opcode>.anon`."""
+        opcode = _RE_OPCODE.match(self.s, pos).group(1)
+        base = f"{opcode}.anon"
+        name, n = base, 0
+        while name in self.scope or any(x.name == name for x in self.pending):
+            n += 1
+            name = f"{base}.{n}"
+        line, col = self.line_col(pos)
+        self.p = pos
+        instr = self.instruction_rhs(name, line, col, False, allow_attributes=False, shape=shape)
+        self.pending.append(instr)
+        return name
 
     def literal_operand(self, instr: Instruction) -> None:
         start = self.skip(self.p)
@@ -611,18 +1012,24 @@ class _Parser:
                 if not s.startswith(",", p):
                     return
                 m = _RE_ATTR_NAME.match(s, p)
-            if m is None:
-                raise self.error("an attribute ('name=value')", p + 1)
+                if m is None:
+                    raise self.error("an attribute ('name=value', no space before '=')", p + 1)
             key = m.group(1)
+            if key in attrs or (key == "metadata" and instr.metadata_text is not None):
+                raise self.error("", m.start(1), f"attribute '{key}' is given twice")
             self.p = m.end()
             if key == "metadata":
                 instr.metadata_text = self.metadata_text()
                 continue
             kind = A.INSTRUCTION_ATTRS.get(key)
             if kind is None:
+                if key == "sparsity" and instr.opcode == "dot":
+                    raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
                 self.warnings.once(key, f"{self.path}:{self.line_col(m.start(1))[0]}: warning: unknown attribute '{key}' kept as raw text")
                 attrs[key] = A.Raw(self.raw_value())
             else:
+                if key == "parameter_replication" and instr.opcode != "parameter":
+                    raise self.error("", m.start(1), "parameter_replication= is for parameters only")
                 attrs[key] = self.typed_value(kind, key)
 
     def module_attr(self, key: str) -> Any:
@@ -667,12 +1074,25 @@ class _Parser:
         return self.regex(_RE_IDENT, "an identifier").group(0)
 
     def v_string(self) -> str:
-        return c_unescape(self.regex(_RE_STRING, "a quoted string").group(1))
+        return self.string()
 
     def v_ints(self) -> list[int]:
         m = self.regex(_RE_INT_LIST, "a list of integers '{...}'")
         body = m.group(1)
         return [int(x) for x in re.split(_W + "," + _W, body)] if body.strip() else []
+
+    def v_ints_or_lists(self) -> list[int] | list[list[int]]:
+        """`{1,2}` or `{{1,2},{3}}` (slice_sizes means either, depending on the opcode)."""
+        p = self.skip(self.p)
+        q = self.skip(p + 1) if self.s.startswith("{", p) else p
+        if not self.s.startswith("{", q):
+            return self.v_ints()
+        self.expect("{")
+        out = [self.v_ints()]
+        while self.accept(","):
+            out.append(self.v_ints())
+        self.expect("}")
+        return out
 
     def v_idents(self) -> list[str]:
         m = self.regex(_RE_IDENT_LIST, "a list of names '{...}'")
@@ -683,11 +1103,30 @@ class _Parser:
         return [x.lstrip("%") for x in _RE_NAME.findall(m.group(1))]
 
     def v_comp(self) -> str:
+        p = self.skip(self.p)
+        if self.s.startswith("{", p):
+            return self.inline_computation(p)
         return self.name()
 
+    def inline_computation(self, pos: int) -> str:
+        """`to_apply={ instructions }`: a computation written in place, which XLA names `_`
+        (`_.1`, ... when there are several) and adds in front of the one using it."""
+        name, n = "_", 0
+        while name in self.computations or any(c.name == name for c in self.inline):
+            n += 1
+            name = f"_.{n}"
+        line, col = self.line_col(pos)
+        self.p = pos
+        comp = self.computation_body(name, line, col)
+        self.inline.append(comp)
+        return name
+
     def v_comps(self) -> list[str]:
-        if self.peek() != "{":
+        p = self.skip(self.p)
+        if not self.s.startswith("{", p):
             return [self.name()]
+        if _RE_INLINE_BODY.match(self.s, p):  # `calls={ %x = ... }`: one inline computation
+            return [self.inline_computation(p)]
         return self.v_names()
 
     def v_slice(self) -> list[A.SliceDim]:
@@ -746,6 +1185,7 @@ class _Parser:
             for i in range(rank)
         ))
 
+
     def v_dim_labels(self) -> A.ConvDimLabels:
         start = self.skip(self.p)
         m = self.regex(_RE_DIM_LABELS, "convolution dim_labels like 'b01f_01io->b01f'")
@@ -762,7 +1202,10 @@ class _Parser:
             if m is None:
                 raise self.error("iota replica groups '[G,S]<=[N]'", p)
             self.p = m.end()
-            return groups_from_iota(self.iota_list(m, p))
+            iota = self.iota_list(m, p)
+            if len(iota.shape) != 2:
+                raise self.error("", p, "iota replica groups need a 2-D [groups,group_size] shape")
+            return groups_from_iota(iota)
         if s.startswith("mesh", p):
             return self.mesh_groups()
         m = self.regex(_RE_GROUPS, "replica groups '{{0,1},{2,3}}'")
@@ -778,43 +1221,95 @@ class _Parser:
             raise self.error("an iota device list whose sizes agree", pos, f"'{m.group(0)}'")
         return A.IotaDeviceList(shape, reshape, perm)
 
+    # ------------------------------------------------------------- meshes (V3)
+    def mesh(self) -> A.Mesh:
+        """`mesh['x'=2,'y'=4]`, then optionally `, device_ids=(0,2,1,3)` or
+        `, device_ids=([2,2]T(1,0))`.  Axis names are single-quoted strings."""
+        start = self.skip(self.p)
+        if not self.s.startswith("mesh", start):
+            raise self.error("'mesh['", start)
+        self.p = start + 4
+        self.expect("[")
+        axes: list[tuple[str, int]] = []
+        if not self.accept("]"):
+            while True:
+                axis = self.string()
+                self.expect("=")
+                axes.append((axis, self.int_()))
+                if self.accept("]"):
+                    break
+                self.expect(",")
+        if len({a for a, _ in axes}) != len(axes):
+            raise self.error("", start, "a mesh axis is named twice")
+        device_ids: tuple[int, ...] = ()
+        iota = None
+        q = self.skip(self.p)
+        if self.s.startswith(",", q) and re.compile(_W + r"device_ids=", re.S).match(self.s, q + 1):
+            self.p = q + 1
+            self.key()
+            self.expect("(")
+            p = self.skip(self.p)
+            if self.s.startswith("[", p):
+                m = re.compile(r"\[([\d,\s]+)\]" + _W + r"(?:T\(([\d,\s]+)\))?", re.S).match(self.s, p)
+                if m is None:
+                    raise self.error("device ids '([2,2]T(1,0))'", p)
+                self.p = m.end()
+                reshape = tuple(int(x) for x in m.group(1).split(","))
+                perm = tuple(int(x) for x in m.group(2).split(",")) if m.group(2) else ()
+                if perm and sorted(perm) != list(range(len(reshape))):
+                    raise self.error("a permutation", p, f"'{m.group(0)}'")
+                iota = A.IotaDeviceList(tuple(n for _, n in axes), reshape, perm)
+            else:
+                ids = [self.int_()]
+                while self.accept(","):
+                    ids.append(self.int_())
+                device_ids = tuple(ids)
+            self.expect(")")
+        mesh = A.Mesh(tuple(axes), device_ids, iota)
+        n = int(np.prod([size for _, size in axes])) if axes else 1
+        if (device_ids and len(device_ids) != n) or (iota is not None and int(np.prod(iota.reshape_dims)) != n):
+            raise self.error("", start, f"the mesh has {n} devices but lists {len(mesh.devices())} device ids")
+        return mesh
+
+    def axis_ref(self) -> A.MeshAxisRef:
+        """`'x'` or the sub-axis `'x':(pre_size)size`."""
+        name = self.string()
+        p = self.skip(self.p)
+        if self.s.startswith(":", p):
+            m = re.compile(r":\s*\(\s*(\d+)\s*\)\s*(\d+)").match(self.s, p)
+            if m is None:
+                raise self.error("a sub-axis ':(pre_size)size'", p)
+            self.p = m.end()
+            if int(m.group(1)) < 1 or int(m.group(2)) < 1:
+                raise self.error("a sub-axis of positive sizes", p)
+            return A.MeshAxisRef(name, int(m.group(1)), int(m.group(2)))
+        return A.MeshAxisRef(name)
+
+    def axis_refs(self) -> tuple[A.MeshAxisRef, ...]:
+        self.expect("{")
+        refs: list[A.MeshAxisRef] = []
+        if not self.accept("}"):
+            while True:
+                refs.append(self.axis_ref())
+                if self.accept("}"):
+                    break
+                self.expect(",")
+        return tuple(refs)
+
     def mesh_groups(self) -> A.ReplicaGroups:
         """`mesh['x'=2,'y'=2] {'y'}`: groups of the devices that differ only along the
-        listed axes.  The mesh may carry explicit device ids (`mesh[...] <=[4]` or a
-        list); without them device ids are the mesh's iota."""
+        listed axes (see converter.hlo.mesh.replica_groups)."""
+        from converter.hlo.mesh import replica_groups
+
         start = self.skip(self.p)
-        self.p = start + len("mesh")
-        axes_text = self.balanced("mesh axes '['name'=size, ...]'")
-        axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", axes_text)
-        if not axes:
-            raise self.error("mesh axes like ['x'=2]", start)
-        names = [a for a, _ in axes]
-        sizes = [int(n) for _, n in axes]
-        device_ids = np.arange(int(np.prod(sizes)))
-        p = self.skip(self.p)
-        m = re.compile(r"<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?").match(self.s, p)
-        if m:
-            reshape = tuple(int(x) for x in m.group(1).split(","))
-            ids = np.arange(int(np.prod(reshape))).reshape(reshape)
-            if m.group(2):
-                ids = ids.transpose(tuple(int(x) for x in m.group(2).split(",")))
-            device_ids = ids.reshape(-1)
-            self.p = m.end()
-        elif self.s.startswith("{", p) and re.match(r"\{\s*\d", self.s[p:p + 8]):
-            ids_text = self.balanced("mesh device ids")
-            device_ids = np.array([int(x) for x in re.findall(r"\d+", ids_text)])
-        selected_text = self.balanced("the grouped mesh axes '{'name', ...}'")
-        selected = re.findall(r"'([^']*)'", selected_text)
-        for axis in selected:
-            if axis not in names:
-                raise self.error(f"a mesh axis among {names}", start, f"'{axis}'")
-        grid = device_ids.reshape(sizes)
-        keep = [i for i, a in enumerate(names) if a not in selected]
-        group_axes = [names.index(a) for a in selected]
-        grid = grid.transpose(keep + group_axes)
-        group_size = int(np.prod([sizes[i] for i in group_axes])) if group_axes else 1
-        groups = tuple(tuple(int(x) for x in row) for row in grid.reshape(-1, group_size))
-        return A.ReplicaGroups(groups, mesh_text=self.s[start : self.p])
+        mesh = self.mesh()
+        refs_pos = self.skip(self.p)
+        refs = self.axis_refs()
+        try:
+            groups = replica_groups(mesh, refs)
+        except ValueError as e:
+            raise self.error("", refs_pos, f"bad mesh replica groups: {e}") from None
+        return A.ReplicaGroups(groups, mesh_text=self.s[start : self.p], mesh=mesh, mesh_axes=refs)
 
     def v_pairs(self) -> list[tuple[int, int]]:
         m = self.regex(_RE_GROUPS, "source-target pairs '{{0,1},{1,2}}'")
@@ -826,71 +1321,238 @@ class _Parser:
             pairs.append((vals[0], vals[1]))
         return pairs
 
+    # ------------------------------------------------------------------ shardings
+    _RE_SHARDING_ITEM = re.compile(r"(replicated|manual|unknown|unreduced|maximal|last_tile_dim_replicate"
+                                   r"|shard_as|shard_like)(?![\w.\-])|(devices|device|last_tile_dims|metadata)=")
+
     def v_sharding(self) -> A.Sharding:
+        """`{replicated}`, `{devices=[2,1]<=[2] last_tile_dim_replicate metadata={...}}`,
+        a tuple `{{...}, {...}}`, a mesh sharding `{mesh[...], [...]}`, ..."""
         start = self.skip(self.p)
-        text = self.balanced("a sharding '{...}'")
+        self.expect("{")
+        p = self.skip(self.p)
+        s = self.s
+        if s.startswith("}", p):
+            self.p = p + 1
+            return A.Sharding("tuple")
+        if s.startswith("{", p):
+            elements = [self.v_sharding()]
+            while self.accept(","):
+                elements.append(self.v_sharding())
+            self.expect("}")
+            return A.Sharding("tuple", elements=tuple(elements))
+        if s.startswith("mesh", p) or s.startswith("maximal_mesh", p):
+            return self.named_sharding(start)
+        kind = ""
+        tile_dims: tuple[int, ...] = ()
+        devices: tuple[int, ...] = ()
+        iota = None
+        replicate = False
+        last_tile_dims: tuple[str, ...] = ()
+        device = -1
+        group = ("", -1)
+        metadata = ""
+        seen: set[str] = set()
+        while True:
+            p = self.skip(self.p)
+            if s.startswith("}", p):
+                self.p = p + 1
+                break
+            m = self._RE_SHARDING_ITEM.match(s, p)
+            if m is None:
+                raise self.error("a sharding item (replicated, manual, maximal device=N, devices=[...], "
+                                 "last_tile_dim_replicate, last_tile_dims={...}, shard_as N, metadata={...}) or '}'", p)
+            word = m.group(1) or m.group(2)
+            if word in seen or (word in ("replicated", "manual", "unknown", "unreduced", "maximal") and kind):
+                raise self.error("", p, f"'{word}' given twice in one sharding" if word in seen
+                                 else f"'{word}' in a sharding that is already '{kind}'")
+            seen.add(word)
+            self.p = m.end()
+            if word in ("replicated", "manual", "unknown", "unreduced", "maximal"):
+                kind = word
+            elif word == "device":
+                device = self.int_()
+            elif word == "devices":
+                tile_dims, devices, iota = self.tile_assignment(p)
+            elif word == "last_tile_dim_replicate":
+                replicate = True
+            elif word == "last_tile_dims":
+                types = self.v_idents()
+                bad = [t for t in types if t not in ("manual", "replicated", "maximal", "unreduced")]
+                if bad or not types:
+                    raise self.error("last_tile_dims types (manual, replicated, maximal, unreduced)", p)
+                last_tile_dims = tuple(types)
+            elif word in ("shard_as", "shard_like"):
+                group = (word[6:], self.int_())
+            else:  # metadata: `{...}` or a list `{{...}, {...}}`, kept as its text
+                metadata = self.balanced("sharding metadata '{op_name=...}'")
+        if kind == "maximal":
+            if device < 0:
+                raise self.error("", start, "a maximal sharding needs 'device=N'")
+            return A.Sharding("maximal", device=device, shard_group=group, metadata=metadata)
+        if device >= 0:
+            raise self.error("", start, "'device=' belongs to a maximal sharding")
+        if kind:
+            if tile_dims:
+                raise self.error("", start, f"a {kind} sharding has no 'devices='")
+            return A.Sharding(kind, shard_group=group, metadata=metadata)
+        if not tile_dims:
+            raise self.error("", start, "a sharding needs 'replicated', 'manual', 'maximal', 'devices=' or another kind")
+        if replicate and last_tile_dims:
+            raise self.error("", start, "last_tile_dim_replicate and last_tile_dims= together")
+        if len(tile_dims) < len(last_tile_dims) + replicate:
+            raise self.error("", start, "more subgroup dimensions than tile dimensions")
+        return A.Sharding("tiled", tile_dims, devices, iota, replicate, last_tile_dims,
+                          shard_group=group, metadata=metadata)
+
+    def tile_assignment(self, pos: int) -> tuple[tuple[int, ...], tuple[int, ...], A.IotaDeviceList | None]:
+        """`[2,2]<=[4]`, `[2,2]<=[2,2]T(1,0)` or `[2,2]0,2,1,3` after `devices=`."""
+        m = self.regex(re.compile(r"\[([\d,\s]+)\]"), "tile dimensions '[2,2]'")
+        tile_dims = tuple(int(x) for x in m.group(1).split(","))
+        q = self.skip(self.p)
+        iota = None
+        if self.s.startswith("<=", q):
+            im = re.compile(r"<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?").match(self.s, q)
+            if im is None:
+                raise self.error("an iota tile assignment '<=[4]' or '<=[2,2]T(1,0)'", q)
+            self.p = im.end()
+            reshape = tuple(int(x) for x in im.group(1).split(","))
+            perm = tuple(int(x) for x in im.group(2).split(",")) if im.group(2) else ()
+            if perm and sorted(perm) != list(range(len(reshape))):
+                raise self.error("a permutation", q, f"'{im.group(0)}'")
+            iota = A.IotaDeviceList(tile_dims, reshape, perm)
+            if int(np.prod(reshape)) != int(np.prod(tile_dims)):
+                raise self.error("", pos, f"{int(np.prod(reshape))} devices for a {list(tile_dims)} tile assignment")
+            return tile_dims, tuple(iota.device_ids()), iota
+        devices = [self.int_()]
+        while self.accept(","):
+            devices.append(self.int_())
+        if len(devices) != int(np.prod(tile_dims)):
+            raise self.error("", pos, f"{len(devices)} devices for a {list(tile_dims)} tile assignment")
+        return tile_dims, tuple(devices), iota
+
+    def named_sharding(self, start: int) -> A.Sharding:
+        """After `{`: `mesh[...]` (+ device ids), then `, [{'x'}, {}]` (per dimension) or
+        `, replicated` / `, manual` / `, unreduced`, then `, replicated={'y'}`-style axis
+        lists and `, metadata={{...}}`; or `maximal_mesh[device_id=N]`."""
+        from converter.hlo.mesh import named_to_tiled
+
+        s = self.s
+        p = self.skip(self.p)
+        metadata = ""
+        if s.startswith("maximal_mesh", p):
+            m = re.compile(r"maximal_mesh\[" + _W + r"device_id=" + _W + r"(\d+)" + _W + r"\]", re.S).match(s, p)
+            if m is None:
+                raise self.error("'maximal_mesh[device_id=N]'", p)
+            self.p = m.end()
+            named = A.NamedSharding(None, kind="maximal", maximal_device=int(m.group(1)))
+        else:
+            mesh = self.mesh()
+            dims: list[tuple[tuple[A.MeshAxisRef, ...], bool]] = []
+            kind = ""
+            lists: dict[str, tuple[A.MeshAxisRef, ...]] = {}
+            while self.accept(","):
+                q = self.skip(self.p)
+                if s.startswith("[", q):
+                    self.p = q + 1
+                    if not self.accept("]"):
+                        while True:
+                            dims.append(self.dim_sharding())
+                            if self.accept("]"):
+                                break
+                            self.expect(",")
+                    continue
+                word = _RE_IDENT.match(s, q)
+                if word is None or word.group(0) not in ("replicated", "manual", "unreduced", "metadata"):
+                    raise self.error("'[...]' dimension shardings, 'replicated', 'manual', 'unreduced' or 'metadata='", q)
+                self.p = word.end()
+                if not s.startswith("=", self.p):
+                    if word.group(0) == "metadata":
+                        raise self.error("'='")
+                    kind = word.group(0)
+                elif word.group(0) == "metadata":
+                    self.p += 1
+                    metadata = self.balanced("sharding metadata '{{op_name=...}}'")
+                else:
+                    self.p += 1
+                    lists[word.group(0)] = self.axis_refs()
+            named = A.NamedSharding(mesh, tuple(dims), kind, lists.get("replicated", ()),
+                                    lists.get("unreduced", ()), lists.get("manual", ()))
+        q = self.skip(self.p)
+        if s.startswith(",", q) and not metadata:
+            self.p = q + 1
+            if self.key("'metadata='") != "metadata":
+                raise self.error("'metadata='", q + 1)
+            metadata = self.balanced("sharding metadata '{{op_name=...}}'")
+        self.expect("}")
         try:
-            return parse_sharding(text)
+            return named_to_tiled(named, metadata)
         except ValueError as e:
-            raise self.error("", start, f"bad sharding: {e}") from None
+            raise self.error("", start, f"bad mesh sharding: {e}") from None
+
+    def dim_sharding(self) -> tuple[tuple[A.MeshAxisRef, ...], bool]:
+        """`{'x', 'y'}`, `{'x', ?}` (open: may be split further) or `{?}`."""
+        self.expect("{")
+        refs: list[A.MeshAxisRef] = []
+        is_open = False
+        if not self.accept("}"):
+            while True:
+                if self.accept("?"):
+                    is_open = True
+                    self.expect("}")
+                    break
+                refs.append(self.axis_ref())
+                if self.accept("}"):
+                    break
+                self.expect(",")
+        return tuple(refs), is_open
 
     def v_shardings(self) -> list[A.Sharding]:
-        start = self.skip(self.p)
-        text = self.balanced("a list of shardings")
-        try:
-            sharding = parse_sharding(text)
-        except ValueError as e:
-            raise self.error("", start, f"bad sharding: {e}") from None
+        sharding = self.v_sharding()
         return list(sharding.elements) if sharding.kind == "tuple" else [sharding]
 
+    # ------------------------------------------------------------ other structured
     def v_frontend(self) -> dict[str, Any]:
         """`{key="value", key={raw braces}, ...}`: quoted values are unescaped strings;
         brace values (MLIR attributes such as Shardy meshes) are kept as Raw text."""
-        start = self.skip(self.p)
-        text = self.balanced("frontend attributes '{key=\"value\", ...}'")
+        self.expect("{")
         out: dict[str, Any] = {}
-        body = text[1:-1]
-        pos = 0
-        key_rx = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([\w.\-]+))\s*=\s*', re.S)
-        value_rx = re.compile(r'"((?:[^"\\]|\\.)*)"|([^,\s"{}]+)', re.S)
-        while pos < len(body) and body[pos:].strip():
-            m = key_rx.match(body, pos)
-            if m is None:
-                raise self.error("a frontend attribute 'key=\"value\"'", start + 1 + pos)
-            key = c_unescape(m.group(1)) if m.group(1) is not None else m.group(2)
-            pos = m.end()
-            if body.startswith("{", pos):
-                self.p = start + 1 + pos
-                raw = self.balanced("a braced frontend attribute value")
-                out[key] = A.Raw(raw)
-                pos = self.p - start - 1
+        if self.accept("}"):
+            return out
+        while True:
+            p = self.skip(self.p)
+            if self.s.startswith(('"', "'"), p):
+                key = self.string()
+                self.expect("=")
             else:
-                vm = value_rx.match(body, pos)
-                if vm is None:
-                    raise self.error("a frontend attribute value", start + 1 + pos)
-                out[key] = c_unescape(vm.group(1)) if vm.group(1) is not None else vm.group(2)
-                pos = vm.end()
-            sep = re.compile(r"\s*(,|$)").match(body, pos)
-            if sep is None:
-                raise self.error("',' between frontend attributes", start + 1 + pos)
-            pos = sep.end()
-        self.p = start + len(text)
-        return out
+                key = self.key("a frontend attribute 'key=\"value\"'")
+            if self.peek() == "{":
+                out[key] = A.Raw(self.braced("a braced frontend attribute value"))
+            else:
+                q = self.skip(self.p)
+                if self.s.startswith(('"', "'"), q):
+                    out[key] = self.string()
+                else:
+                    out[key] = self.regex(re.compile(r"[^,\s\"'{}]+"), "a frontend attribute value").group(0)
+            if self.accept("}"):
+                return out
+            self.expect(",")
 
     def v_backend(self) -> A.BackendConfig:
         p = self.skip(self.p)
         s = self.s
-        if s.startswith('"', p):
-            m = _RE_STRING.match(s, p)
+        if s.startswith(('"', "'"), p):
+            m = _RE_STRING_ANY.match(s, p)
             if m is None:
-                raise self.error("a closing '\"'", p)
+                raise self.error("a closing quote", p)
             self.p = m.end()
-            text = c_unescape(m.group(1))
+            text = c_unescape(m.group(1) if m.group(1) is not None else m.group(2))
+            raw = m.group(0) if m.group(1) is not None else '"' + m.group(2).replace('"', '\\"') + '"'
             try:
                 value = json.loads(text) if text.strip() else {}
             except ValueError:
-                return A.BackendConfig(text, m.group(0), "string")
-            return A.BackendConfig(value, m.group(0), "string")
+                return A.BackendConfig(text, raw, "string")
+            return A.BackendConfig(value, raw, "string")
         if s.startswith("{", p):
             try:
                 value, end = _JSON.raw_decode(s, p)
@@ -899,11 +1561,13 @@ class _Parser:
             except ValueError:
                 pass
             self.p = p
-            raw = self.balanced("a backend config '{...}'")
+            raw = self.braced("a backend config '{...}'")
             try:
                 value = parse_mlir_dict(raw)
-            except ValueError as e:
-                raise self.error("", p, f"backend_config is neither JSON nor an MLIR dictionary: {e}") from None
+            except ValueError:
+                # XLA takes any balanced braces; a config that is neither JSON nor an
+                # MLIR dictionary stays text.
+                return A.BackendConfig(raw, raw, "text")
             return A.BackendConfig(value, raw, "mlir")
         raise self.error("a backend config ('{...}' or a quoted string)", p)
 
@@ -921,25 +1585,28 @@ class _Parser:
     def v_shape(self) -> Shape:
         return self.shape()
 
-    def v_out_alias(self) -> list[A.OutputOperandAlias]:
+    def aliasing(self, what: str, rx: re.Pattern) -> tuple[list[tuple[str, ...]], int]:
+        """The entries of an aliasing attribute, checking nothing else is in the braces."""
         start = self.skip(self.p)
-        text = self.balanced("output-to-operand aliasing '{{0}: (1, {})}'")
-        items = _RE_OUT_ALIAS.findall(text)
-        if not items and text[1:-1].strip():
-            raise self.error("output-to-operand aliasing like '{{0}: (1, {})}'", start)
+        text = self.balanced(what)
+        items = rx.findall(text)
+        if rx.sub("", text[1:-1]).replace(",", "").strip():
+            raise self.error(what, start)
+        return items, start
+
+    def v_out_alias(self) -> list[A.OutputOperandAlias]:
+        items, _ = self.aliasing("output-to-operand aliasing like '{{0}: (1, {})}'", _RE_OUT_ALIAS)
         return [A.OutputOperandAlias(_index(o), int(n), _index(i)) for o, n, i, _ in items]
 
     def v_io_alias(self) -> list[A.InputOutputAlias]:
-        start = self.skip(self.p)
-        text = self.balanced("input-output aliasing '{ {0}: (0, {}, may-alias) }'")
-        items = _RE_OUT_ALIAS.findall(text)
-        if not items and text[1:-1].strip():
-            raise self.error("input-output aliasing like '{ {0}: (0, {}, may-alias) }'", start)
+        items, start = self.aliasing("input-output aliasing like '{ {0}: (0, {}, may-alias) }'", _RE_OUT_ALIAS)
+        if any(k not in ("", "may-alias", "must-alias") for *_, k in items):
+            raise self.error("", start, "alias kinds are 'may-alias' or 'must-alias'")
         return [A.InputOutputAlias(_index(o), int(n), _index(i), k) for o, n, i, k in items]
 
     def v_buffer_donor(self) -> list[A.BufferDonor]:
-        text = self.balanced("buffer donors '{ (0, {}) }'")
-        return [A.BufferDonor(int(n), _index(i)) for n, i in re.findall(r"\(\s*(\d+)\s*,\s*\{([\d,\s]*)\}\s*\)", text)]
+        items, _ = self.aliasing("buffer donors like '{ (0, {}) }'", _RE_DONOR)
+        return [A.BufferDonor(int(n), _index(i)) for n, i in items]
 
     def v_program_shape(self) -> A.ProgramShape:
         self.expect("{")
@@ -955,6 +1622,175 @@ class _Parser:
         result = self.shape()
         self.expect("}")
         return A.ProgramShape(tuple(params), result)
+
+    def v_raw_braced(self) -> A.Raw:
+        return A.Raw(self.braced("'{...}'"))
+
+    def v_statistics(self) -> A.Statistics:
+        """`{}` or `{visualizing_index=1,stat-0=0.5}`."""
+        self.expect("{")
+        if self.accept("}"):
+            return A.Statistics()
+        if self.key("'visualizing_index='") != "visualizing_index":
+            raise self.error("'visualizing_index=' first")
+        index = self.int_()
+        stats: list[tuple[str, float]] = []
+        while self.accept(","):
+            stats.append((self.key("a statistic 'name=value'"), self.v_float()))
+        self.expect("}")
+        return A.Statistics(index, tuple(stats))
+
+    def v_result_accuracy(self) -> A.ResultAccuracy:
+        """`{mode=highest}` or `{tolerance={atol=..,rtol=..,ulps=..}}`."""
+        self.expect("{")
+        pos = self.skip(self.p)
+        key = self.key("'mode=' or 'tolerance='")
+        if key == "mode":
+            mode = self.v_ident()
+            if mode.lower() not in ("default", "highest"):
+                raise self.error("result accuracy mode 'default' or 'highest'", pos, f"'{mode}'")
+            self.expect("}")
+            return A.ResultAccuracy(mode=mode)
+        if key != "tolerance":
+            raise self.error("'mode=' or 'tolerance='", pos)
+        self.expect("{")
+        tolerance: list[tuple[str, float]] = []
+        if not self.accept("}"):
+            while True:
+                q = self.skip(self.p)
+                name = self.key("'atol=', 'rtol=' or 'ulps='")
+                if name not in ("atol", "rtol", "ulps") or any(n == name for n, _ in tolerance):
+                    raise self.error("'atol=', 'rtol=' or 'ulps=' (each once)", q)
+                tolerance.append((name, self.v_float()))
+                if self.accept("}"):
+                    break
+                self.expect(",")
+        self.expect("}")
+        return A.ResultAccuracy(tolerance=tuple(tolerance))
+
+    def v_origin(self) -> A.Origin:
+        """`{{"a"}}`, `{({"x"}, {"y" {1}})}`, `{[synthetic_call]}`, newer XLA's
+        `{(),[""]}` (a tree, then a list of strings)."""
+        self.expect("{")
+        p = self.skip(self.p)
+        if self.s.startswith("[", p):
+            self.p = p + 1
+            word = self.v_ident()
+            if word != "synthetic_call":
+                raise self.error("'synthetic_call'", p + 1)
+            self.expect("]")
+            self.expect("}")
+            return A.Origin(synthetic_call=True)
+        tree = self.origin_tree()
+        names = None
+        if self.accept(","):
+            self.expect("[")
+            names_list: list[str] = []
+            if not self.accept("]"):
+                while True:
+                    names_list.append(self.string())
+                    if self.accept("]"):
+                        break
+                    self.expect(",")
+            names = tuple(names_list)
+        self.expect("}")
+        return A.Origin(tree, call_names=names)
+
+    def origin_tree(self) -> A.OriginTree:
+        p = self.skip(self.p)
+        if self.s.startswith("(", p):
+            self.p = p + 1
+            elements = []
+            if not self.accept(")"):
+                while True:
+                    elements.append(self.origin_tree())
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            return tuple(elements)
+        self.expect("{")
+        if self.accept("}"):
+            return None
+        name = self.string()
+        index: tuple[int, ...] = ()
+        if self.peek() == "{":
+            index = tuple(self.v_ints())
+        self.expect("}")
+        return A.OriginalArray(name, index)
+
+    def v_domain(self) -> A.Domain:
+        """`{kind="sharding", entry={maximal device=0}, exit={replicated}}`."""
+        self.expect("{")
+        fields: dict[str, Any] = {}
+        while not self.accept("}"):
+            if fields:
+                self.accept(",")
+            q = self.skip(self.p)
+            key = self.key("'kind=', 'entry=' or 'exit='")
+            if key == "kind":
+                fields[key] = self.string()
+            elif key in ("entry", "exit"):
+                fields[key] = self.v_sharding()
+            else:
+                raise self.error("'kind=', 'entry=' or 'exit='", q)
+        if "kind" not in fields:
+            raise self.error("", self.p - 1, "a domain needs kind=")
+        return A.Domain(fields["kind"], fields.get("entry"), fields.get("exit"))
+
+    def v_operand_configs(self) -> dict[str, Any]:
+        """`{rhs={sparsity=1x4 dimension=2 stride=0}}`: sub-attributes (separated by
+        spaces or commas), nested in braces; numbers as ints, `NxM` and names as text."""
+        self.expect("{")
+        out: dict[str, Any] = {}
+        while not self.accept("}"):
+            if out:
+                self.accept(",")
+            key = self.key("a sub-attribute 'name=value'")
+            if key in out:
+                raise self.error("", self.p - len(key) - 1, f"'{key}' given twice")
+            p = self.skip(self.p)
+            if self.s.startswith("{", p):
+                out[key] = self.v_operand_configs()
+            elif self.s.startswith(('"', "'"), p):
+                out[key] = self.string()
+            else:
+                token = self.regex(re.compile(r"-?\d+(?:x\d+)*|[A-Za-z_][\w.\-]*"), "a value").group(0)
+                out[key] = int(token) if re.fullmatch(r"-?\d+", token) else token
+        return out
+
+    def v_literal(self) -> A.LiteralAttr:
+        """`literal=f32[] 1.5`, `literal=s32[2]{0} {1, 2}`, `literal=( s32[] 1, f32[] 2 )`:
+        a shape then its literal, or a tuple of those."""
+        p = self.skip(self.p)
+        if self.s.startswith("(", p):
+            self.p = p + 1
+            elements: list[A.LiteralAttr] = []
+            if not self.accept(")"):
+                while True:
+                    elements.append(self.v_literal())
+                    if self.accept(")"):
+                        break
+                    self.expect(",")
+            shape = Shape("tuple", tuple_shapes=tuple(e.shape for e in elements))
+            return A.LiteralAttr(shape, tuple(elements))
+        shape = self.shape()
+        if not shape.is_array:
+            raise self.error("an array shape before the literal's values", p)
+        q = self.skip(self.p)
+        s = self.s
+        if s.startswith("{", q):
+            self.p = q
+            text = self.balanced("a literal '{...}'")
+        elif s.startswith("(", q):
+            self.p = q
+            text = self.balanced("a complex value '(re, im)'")
+        else:
+            text = self.regex(_RE_LITERAL_TOKEN, "a literal value").group(0)
+        try:
+            value, elided = parse_literal(text, shape)
+        except ValueError as e:
+            raise self.error("", q, str(e)) from None
+        return A.LiteralAttr(shape, None if elided else value)
 
     def metadata_text(self) -> str:
         """The text inside `metadata={...}`, checked against the grammar; it is turned
@@ -974,7 +1810,10 @@ class _Parser:
         A.SLICE: v_slice, A.PADDING: v_padding, A.WINDOW: v_window, A.DIM_LABELS: v_dim_labels, A.GROUPS: v_groups,
         A.PAIRS: v_pairs, A.SHARDING: v_sharding, A.FRONTEND: v_frontend, A.BACKEND: v_backend,
         A.SHAPES: v_shapes, A.OUT_ALIAS: v_out_alias, A.SHAPE: v_shape,
-        "bools": v_bools, "shardings": v_shardings, "io_alias": v_io_alias,
+        A.BOOLS: v_bools, A.INTS_OR_LISTS: v_ints_or_lists, A.STATISTICS: v_statistics,
+        A.RESULT_ACCURACY: v_result_accuracy, A.ORIGIN: v_origin, A.DOMAIN: v_domain, A.LITERAL: v_literal,
+        A.OPERAND_CONFIGS: v_operand_configs, A.RAW_BRACED: v_raw_braced,
+        "shardings": v_shardings, "io_alias": v_io_alias,
         "buffer_donor": v_buffer_donor, "program_shape": v_program_shape,
     }
 
@@ -986,11 +1825,13 @@ def _index(text: str) -> tuple[int, ...]:
 def parse_metadata(text: str) -> Metadata:
     """A Metadata record from the text inside `metadata={...}`."""
     if _RE_METADATA.fullmatch("{" + text + "}"):
-        pairs = _RE_METADATA_KV.findall(text)
+        pairs = [(k, q, b, "") for k, q, b in _RE_METADATA_KV.findall(text)]
     else:
-        pairs = re.findall(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"{}]+))', text)
+        pairs = re.findall(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')', text)
     md = Metadata()
-    for key, quoted, bare in pairs:
+    for key, quoted, bare, single in pairs:
+        if single:
+            quoted = single
         if key == "op_type":
             md.op_type = c_unescape(quoted)
         elif key == "op_name":
@@ -1008,32 +1849,26 @@ def parse_metadata(text: str) -> Metadata:
 def parse_literal(text: str, shape: Shape) -> tuple[Any, bool]:
     """The values of `constant(text)` for `shape`: (numpy array or tuple, elided?)."""
     body = text.strip()
-    if body in ("{...}", "..."):
-        return None, True
     if shape.is_tuple:
-        if not (body.startswith("(") and body.endswith(")")):
-            raise ValueError("expected a tuple literal '( ... )' for a tuple-shaped constant")
-        parts = _split_top_level(body[1:-1])
-        if len(parts) != len(shape.tuple_shapes):
-            raise ValueError(f"tuple literal has {len(parts)} elements, its shape {len(shape.tuple_shapes)}")
-        values = []
-        elided = False
-        for part, sub in zip(parts, shape.tuple_shapes):
-            v, e = parse_literal(part, sub)
-            values.append(v)
-            elided = elided or e
-        return tuple(values), elided
-    if shape.is_token:
-        return None, False
+        if body == "{...}":
+            raise ValueError("a tuple-shaped constant cannot be elided as '{...}' (XLA elides arrays only)")
+        value, end = _tuple_literal(body, 0, shape)
+        if body[end:].strip():
+            raise ValueError(f"text after the tuple literal: '{body[end:end + 20].strip()}'")
+        return value, False
+    if body == "{...}":
+        return None, True
+    if shape.is_token or shape.element_type == "opaque":
+        raise ValueError(f"a {shape.element_type}[] constant has no literal")
     etype = shape.element_type
     count = shape.num_elements()
     if etype in ("c64", "c128"):
         pairs = _RE_COMPLEX_TOKEN.findall(body)
-        if shape.rank == 0 and len(pairs) != 1:
-            raise ValueError(f"expected a complex value '(re, im)', found '{body[:30]}'")
         stripped = _RE_COMPLEX_TOKEN.sub("0", body)
-        if not _RE_LITERAL_SHAPE.fullmatch(stripped):
-            raise ValueError(f"expected a {etype} literal, found '{body[:30]}'")
+        if not _RE_LITERAL_SHAPE.fullmatch(stripped) or len(pairs) != len(_RE_LITERAL_TOKEN.findall(stripped)):
+            raise ValueError(f"expected {etype} values '(re, im)', found '{body[:30]}'")
+        if shape.rank >= 2:
+            _check_nesting(body, shape.dims, lambda piece: len(_RE_COMPLEX_TOKEN.findall(piece)))
         if len(pairs) != count:
             raise ValueError(f"literal has {len(pairs)} values, shape {shape} holds {count}")
         re_part = _float_array([a for a, _ in pairs])
@@ -1047,19 +1882,154 @@ def parse_literal(text: str, shape: Shape) -> tuple[Any, bool]:
         bad = re.search(r"[^\s{},]+", _RE_LITERAL_TOKEN.sub(" ", body))
         raise ValueError(f"expected a {etype} literal value, found '{bad.group(0)[:30] if bad else body[:30]}'")
     tokens = _RE_LITERAL_TOKEN.findall(body)
+    if shape.rank >= 1 and len(tokens) == 1 and "{" not in body and count >= 1:
+        # XLA reads a bare scalar for an array as its first element, the others zero.
+        tokens = tokens + ["0"] * (count - 1)
+    elif shape.rank >= 2:
+        _check_nesting(body, shape.dims, lambda piece: len(_RE_LITERAL_TOKEN.findall(piece)))
+    elif shape.rank == 1 and (not body.startswith("{") or not body.endswith("}") or body.count("{") != 1):
+        raise ValueError(f"expected a rank-1 literal '{{...}}' for {etype}{list(shape.dims)}")
     if len(tokens) != count:
         raise ValueError(f"literal has {len(tokens)} values, shape {etype}{list(shape.dims)} holds {count}")
     dtype = dtypes.numpy_dtype(etype)
     if etype == "pred":
-        arr = np.array([t in ("true", "1") for t in tokens], dtype=np.bool_)
+        try:
+            arr = np.array([t == "true" or (t != "false" and int(t) != 0) for t in tokens], dtype=np.bool_)
+        except ValueError:
+            raise ValueError(f"expected pred values (true, false or integers), found '{next(t for t in tokens if not re.fullmatch(r'-?[0-9]+|true|false', t))}'") from None
+    elif "true" in tokens or "false" in tokens:
+        raise ValueError(f"'true'/'false' in a {etype} literal")
     elif dtype.kind in "iu" or etype in ("s4", "u4", "s2", "u2"):
+        try:
+            ints = [int(t) for t in tokens]
+        except ValueError:
+            raise ValueError(f"expected {etype} integers, found '{next(t for t in tokens if not re.fullmatch(r'-?[0-9]+', t))}'") from None
+        bits = ELEMENT_BITS[etype]
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if etype.startswith("s") else (0, (1 << bits) - 1)
+        if etype == "s64":
+            hi = (1 << 64) - 1  # XLA's lexer reads up to 2^64-1 and bit-casts to int64
+        if ints and (min(ints) < lo or max(ints) > hi):
+            bad = next(v for v in ints if v < lo or v > hi)
+            raise ValueError(f"{bad} is out of range for {etype}")
+        if etype == "s64":
+            ints = [v - (1 << 64) if v >= 1 << 63 else v for v in ints]
         # A fixed 64-bit type: left to infer, NumPy promotes a mix of u64-only and int64
         # values to float64 and loses u64's upper range (and any odd value above 2^53).
         wide = np.uint64 if etype.startswith("u") else np.int64
-        arr = np.array([int(t, 0) for t in tokens], dtype=wide).astype(dtype)
+        arr = np.array(ints, dtype=wide).astype(dtype)
     else:
-        arr = _float_array(tokens).astype(dtype)
+        wide64 = _float_array(tokens)
+        arr = wide64.astype(dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            overflow = np.isfinite(wide64) & ~np.isfinite(arr.astype(np.float64))
+        if overflow.any():
+            raise ValueError(f"{tokens[int(np.argmax(overflow))]} is out of range for {etype}")
+        _set_nan_payloads(arr, tokens, etype)
     return arr.reshape(shape.dims), False
+
+
+def _check_nesting(body: str, dims: tuple[int, ...], count: Callable[[str], int]) -> None:
+    """A rank-r literal is nested exactly r deep, with dims[k] entries at depth k."""
+    rank = len(dims)
+    depth = 0
+    children = [0] * (rank + 1)
+    tops = 0
+    for piece in _RE_BRACE_SPLIT.split(body):
+        if piece == "{":
+            if depth >= rank:
+                raise ValueError(f"literal is nested deeper than its rank {rank}")
+            if depth == 0:
+                tops += 1
+            else:
+                children[depth] += 1
+            depth += 1
+            children[depth] = 0
+        elif piece == "}":
+            if depth == 0:
+                raise ValueError("unbalanced '}' in the literal")
+            if children[depth] != dims[depth - 1]:
+                raise ValueError(f"literal dimension {depth - 1} has {children[depth]} entries, the shape {dims[depth - 1]}")
+            depth -= 1
+        else:
+            n = count(piece)
+            if n:
+                if depth != rank:
+                    raise ValueError(f"values at nesting depth {depth} of a rank-{rank} literal")
+                children[depth] += n
+    if depth or tops != 1:
+        raise ValueError("literal braces do not balance")
+
+
+def _tuple_literal(text: str, pos: int, shape: Shape) -> tuple[tuple, int]:
+    """`( 1, ( {2, 3}, true ) )` for a tuple shape: elements in order, commas optional."""
+    ws = re.compile(r"\s*")
+    pos = ws.match(text, pos).end()
+    if not text.startswith("(", pos):
+        raise ValueError("expected a tuple literal '( ... )' for a tuple-shaped constant")
+    pos += 1
+    values = []
+    for i, sub in enumerate(shape.tuple_shapes):
+        pos = ws.match(text, pos).end()
+        if i and text.startswith(",", pos):
+            pos = ws.match(text, pos + 1).end()
+        if sub.is_tuple:
+            value, pos = _tuple_literal(text, pos, sub)
+            values.append(value)
+            continue
+        if text.startswith(("{", "("), pos):
+            closer = "}" if text[pos] == "{" else ")"
+            depth, end = 0, pos
+            for m in re.compile(r"[{}()]").finditer(text, pos):
+                depth += 1 if m.group(0) in "{(" else -1
+                if depth == 0:
+                    end = m.end()
+                    break
+            else:
+                raise ValueError(f"'{closer}' missing in the tuple literal")
+        else:
+            m = _RE_LITERAL_TOKEN.match(text, pos)
+            if m is None:
+                raise ValueError(f"expected element {i} of the tuple literal, found '{text[pos:pos + 20]}'")
+            end = m.end()
+        value, elided = parse_literal(text[pos:end], sub)
+        values.append(None if elided else value)
+        pos = end
+    pos = ws.match(text, pos).end()
+    if text.startswith(",", pos):
+        pos = ws.match(text, pos + 1).end()
+    if not text.startswith(")", pos):
+        raise ValueError(f"tuple literal has more elements than its shape's {len(shape.tuple_shapes)}")
+    return tuple(values), pos + 1
+
+
+# Float types whose NaNs carry a payload XLA writes as `nan(0x...)`: mantissa bits.
+_NAN_MANTISSA = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+_UINT_OF_WIDTH = {16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _set_nan_payloads(arr: np.ndarray, tokens: list[str], etype: str) -> None:
+    """`-nan` and `nan(0x...)` set the sign and payload bits XLA would set."""
+    special = [i for i, t in enumerate(tokens) if "nan" in t and (t[0] == "-" or "(" in t)]
+    if not special:
+        return
+    mantissa = _NAN_MANTISSA.get(etype)
+    width = ELEMENT_BITS[etype]
+    for i in special:
+        t = tokens[i]
+        negative = t.startswith("-")
+        payload = int(t[t.index("(") + 3 : -1], 16) if "(" in t else None
+        if mantissa is None:
+            if payload is not None:
+                raise ValueError(f"{etype} NaNs carry no payload: '{t}'")
+            if negative:
+                arr[i] = -arr[i]
+            continue
+        if payload is not None and not 0 < payload < (1 << mantissa):
+            raise ValueError(f"NaN payload {hex(payload)} does not fit {etype}'s {mantissa} mantissa bits")
+        if payload is None:
+            payload = 1 << (mantissa - 1)  # the default quiet NaN
+        bits = (((1 << (width - mantissa - 1)) - 1) << mantissa) | payload | (int(negative) << (width - 1))
+        arr.reshape(-1).view(_UINT_OF_WIDTH[width])[i] = bits
 
 
 def _float_array(tokens: list[str]) -> np.ndarray:
@@ -1068,29 +2038,12 @@ def _float_array(tokens: list[str]) -> np.ndarray:
     except ValueError:
         out = []
         for t in tokens:
-            t2 = t.lstrip("+-")
+            t2 = t.lstrip("-")
             if t2.startswith("nan"):
                 out.append(float("nan"))
-            elif t2.startswith("0x"):
-                out.append(float(int(t2, 16)) * (-1 if t.startswith("-") else 1))
             else:
                 out.append(float(t))
         return np.array(out, dtype=np.float64)
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c in "({[":
-            depth += 1
-        elif c in ")}]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if text[start:].strip():
-        parts.append(text[start:])
-    return parts
 
 
 # ----------------------------------------------------------------- conv dim labels
@@ -1119,6 +2072,7 @@ def conv_dim_labels(text: str) -> A.ConvDimLabels:
                            out.index("b"), out.index("f"), os_, text)
 
 
+
 # ---------------------------------------------------------------------- shardings
 def groups_from_iota(iota: A.IotaDeviceList) -> A.ReplicaGroups:
     ids = iota.device_ids()
@@ -1129,56 +2083,27 @@ def groups_from_iota(iota: A.IotaDeviceList) -> A.ReplicaGroups:
 
 
 def parse_sharding(text: str) -> A.Sharding:
-    """Parse the braces of `sharding={...}` (HloSharding::ToString)."""
-    body = text.strip()
-    if not (body.startswith("{") and body.endswith("}")):
-        raise ValueError("a sharding must be in braces")
-    inner = body[1:-1].strip()
-    if inner.startswith("{") or inner == "":
-        return A.Sharding("tuple", elements=tuple(parse_sharding(p) for p in _split_top_level(inner)))
-    word = re.match(r"[a-z_]+", inner)
-    head = word.group(0) if word else ""
-    if head in ("replicated", "manual", "unknown"):
-        return A.Sharding(head, extra=inner[len(head):].strip())
-    if head == "maximal":
-        m = re.match(r"maximal\s+device=(\d+)", inner)
-        if m is None:
-            raise ValueError("expected 'maximal device=N'")
-        return A.Sharding("maximal", device=int(m.group(1)), extra=inner[m.end():].strip())
-    if head == "devices":
-        m = re.match(r"devices=\[([\d,\s]+)\]", inner)
-        if m is None:
-            raise ValueError("expected 'devices=[dims]'")
-        tile_dims = tuple(int(x) for x in m.group(1).split(","))
-        rest = inner[m.end():]
-        iota = None
-        im = re.match(r"\s*<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", rest)
-        if im:
-            reshape = tuple(int(x) for x in im.group(1).split(","))
-            perm = tuple(int(x) for x in im.group(2).split(",")) if im.group(2) else ()
-            iota = A.IotaDeviceList(tile_dims, reshape, perm)
-            devices = tuple(iota.device_ids())
-            rest = rest[im.end():]
-        else:
-            dm = re.match(r"\s*(\d+(?:\s*,\s*\d+)*)", rest)
-            if dm is None:
-                raise ValueError("expected the device ids of the tile assignment")
-            devices = tuple(int(x) for x in dm.group(1).split(","))
-            rest = rest[dm.end():]
-        if len(devices) != int(np.prod(tile_dims)):
-            raise ValueError(f"{len(devices)} devices for a {list(tile_dims)} tile assignment")
-        replicate = False
-        last_tile_dims: tuple[str, ...] = ()
-        rest = rest.strip()
-        if rest.startswith("last_tile_dim_replicate"):
-            replicate = True
-            rest = rest[len("last_tile_dim_replicate"):].strip()
-        lm = re.match(r"last_tile_dims=\{([^}]*)\}", rest)
-        if lm:
-            last_tile_dims = tuple(x.strip() for x in lm.group(1).split(",") if x.strip())
-            rest = rest[lm.end():].strip()
-        return A.Sharding("tiled", tile_dims, devices, iota, replicate, last_tile_dims, extra=rest)
-    raise ValueError(f"unknown sharding '{inner[:30]}'")
+    """Parse the braces of `sharding={...}` (HloSharding::ToString); ValueError when bad."""
+    parser = _Parser(text, "<sharding>")
+    try:
+        sharding = parser.v_sharding()
+        if parser.skip(parser.p) != len(text):
+            raise parser.error("the end of the sharding")
+    except HloParseError as e:
+        raise ValueError(e.message) from None
+    return sharding
+
+
+def parse_window(text: str) -> A.Window:
+    """Parse the braces of `window={...}` (Window ToString); ValueError when bad."""
+    parser = _Parser(text, "<window>")
+    try:
+        window = parser.v_window()
+        if parser.skip(parser.p) != len(text):
+            raise parser.error("the end of the window")
+    except HloParseError as e:
+        raise ValueError(e.message) from None
+    return window
 
 
 # ------------------------------------------------------------------ MLIR dictionary

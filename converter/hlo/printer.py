@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 import numpy as np
@@ -32,15 +33,31 @@ def c_escape(s: str) -> str:
 
 
 def layout_to_text(layout: Layout) -> str:
+    """`{1,0:T(8,128)(2,1)E(4)S(1)}`: the fields in the one order XLA reads them,
+    D T L # * E S SC P M."""
     parts = [",".join(str(d) for d in layout.minor_to_major)]
     fields = []
+    if layout.dim_level_types:
+        fields.append("D(" + ",".join(layout.dim_level_types) + ")")
     if layout.tiles:
         fields.append("T" + "".join("(" + ",".join("*" if d == -1 else str(d) for d in t.dims) + ")" for t in layout.tiles))
+    if layout.tail_padding_alignment:
+        fields.append(f"L({layout.tail_padding_alignment})")
+    if layout.index_type:
+        fields.append(f"#({layout.index_type})")
+    if layout.pointer_type:
+        fields.append(f"*({layout.pointer_type})")
     if layout.element_size_bits:
         fields.append(f"E({layout.element_size_bits})")
-    fields.extend(layout.extra)
     if layout.memory_space:
         fields.append(f"S({layout.memory_space})")
+    if layout.split_configs:
+        fields.append("SC" + "".join(f"({sc.dimension}:" + ",".join(map(str, sc.split_indices)) + ")"
+                                     for sc in layout.split_configs))
+    if layout.physical_shape is not None:
+        fields.append("P(" + shape_to_text(layout.physical_shape) + ")")
+    if layout.dynamic_shape_metadata_prefix_bytes:
+        fields.append(f"M({layout.dynamic_shape_metadata_prefix_bytes})")
     if fields:
         parts.append(":" + "".join(fields))
     return "{" + "".join(parts) + "}"
@@ -49,6 +66,8 @@ def layout_to_text(layout: Layout) -> str:
 def shape_to_text(shape: Shape, with_layout: bool = True) -> str:
     if shape.is_tuple:
         return "(" + ", ".join(shape_to_text(s, with_layout) for s in shape.tuple_shapes) + ")"
+    if shape.is_buffer:
+        return "b(" + shape_to_text(shape.tuple_shapes[0], with_layout) + ")"
     dims = ",".join(
         "?" if d == UNBOUNDED else ("<=" if dyn else "") + str(d)
         for d, dyn in zip(shape.dims, shape.dynamic or (False,) * len(shape.dims))
@@ -77,6 +96,32 @@ def _scalar_text(v: Any, etype: str) -> str:
     return repr(f)
 
 
+_NAN_MANTISSA = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+
+
+def _nan_texts(arr: np.ndarray, etype: str) -> dict[int, str]:
+    """`nan`, `-nan` or `nan(0x<payload>)` for each NaN of a float array, by flat index
+    (XLA writes the sign, and the payload when it is not the default quiet NaN's)."""
+    mantissa = _NAN_MANTISSA.get(etype)
+    flat = arr.reshape(-1)
+    with np.errstate(invalid="ignore"):
+        nans = np.flatnonzero(np.isnan(flat.astype(np.float64)))
+    out: dict[int, str] = {}
+    if not len(nans):
+        return out
+    width = flat.dtype.itemsize * 8
+    bits = flat.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[flat.dtype.itemsize]) if mantissa else None
+    for i in nans:
+        if bits is None:
+            out[int(i)] = "nan"
+            continue
+        b = int(bits[i])
+        payload = b & ((1 << mantissa) - 1)
+        text = "nan" if payload == 1 << (mantissa - 1) else f"nan(0x{payload:x})"
+        out[int(i)] = ("-" if b >> (width - 1) else "") + text
+    return out
+
+
 def literal_to_text(value: Any, shape: Shape, elided: bool = False) -> str:
     if elided:
         return "{...}"
@@ -86,17 +131,28 @@ def literal_to_text(value: Any, shape: Shape, elided: bool = False) -> str:
         return ""
     arr = np.asarray(value)
     etype = shape.element_type
+    nan_texts = _nan_texts(arr, etype) if arr.dtype.kind not in "biuc" else {}
     if arr.dtype.kind not in "biufc":  # ml_dtypes (bf16, fp8, int4, ...): print via float64/int64
         arr = arr.astype(np.int64 if etype.startswith(("s", "u")) else np.float64)
     if shape.rank == 0:
+        if nan_texts:
+            return nan_texts[0]
         return _scalar_text(arr.reshape(()).item() if arr.dtype.kind != "c" else arr.reshape(())[()], etype)
+    if etype == "pred":  # XLA writes predicate arrays as 1/0
+        texts = ["1" if x else "0" for x in arr.reshape(-1)]
+    else:
+        texts = [_scalar_text(x, etype) for x in arr.reshape(-1)]
+        for i, t in nan_texts.items():
+            texts[i] = t
+    dims = shape.dims
 
-    def nested(a: np.ndarray) -> str:
-        if a.ndim == 1:
-            return "{" + ", ".join(_scalar_text(x, etype) for x in a) + "}"
-        return "{ " + ", ".join(nested(x) for x in a) + " }"
+    def nested(start: int, depth: int) -> str:
+        if depth == len(dims) - 1:
+            return "{" + ", ".join(texts[start : start + dims[depth]]) + "}"
+        stride = int(np.prod(dims[depth + 1:]))
+        return "{ " + ", ".join(nested(start + k * stride, depth + 1) for k in range(dims[depth])) + " }"
 
-    return nested(arr.reshape(shape.dims))
+    return nested(0, 0)
 
 
 # --------------------------------------------------------------------- attributes
@@ -113,26 +169,134 @@ def _iota_text(iota: A.IotaDeviceList) -> str:
     return text
 
 
+def _quoted_single(name: str) -> str:
+    return "'" + c_escape(name).replace("'", "\\'") + "'"
+
+
+def _axis_ref_text(ref: A.MeshAxisRef) -> str:
+    return _quoted_single(ref.name) + (f":({ref.pre_size}){ref.size}" if ref.is_sub_axis else "")
+
+
+def _axis_refs_text(refs: tuple[A.MeshAxisRef, ...]) -> str:
+    return "{" + ", ".join(_axis_ref_text(r) for r in refs) + "}"
+
+
+def mesh_to_text(mesh: A.Mesh) -> str:
+    text = "mesh[" + ",".join(f"{_quoted_single(a)}={n}" for a, n in mesh.axes) + "]"
+    if mesh.device_iota is not None:
+        iota = mesh.device_iota
+        text += ", device_ids=([" + ",".join(map(str, iota.reshape_dims)) + "]"
+        if iota.transpose:
+            text += "T(" + ",".join(map(str, iota.transpose)) + ")"
+        text += ")"
+    elif mesh.device_ids:
+        text += ", device_ids=(" + ",".join(map(str, mesh.device_ids)) + ")"
+    return text
+
+
+def _named_sharding_text(ns: A.NamedSharding, metadata: str) -> str:
+    if ns.kind == "maximal":
+        parts = [f"maximal_mesh[device_id={ns.maximal_device}]"]
+    else:
+        parts = [mesh_to_text(ns.mesh)]
+        if ns.kind:
+            parts.append(ns.kind)
+        else:
+            parts.append("[" + ", ".join(
+                "{" + ", ".join([_axis_ref_text(r) for r in refs] + (["?"] if is_open else [])) + "}"
+                for refs, is_open in ns.dims) + "]")
+        for key, refs in (("replicated", ns.replicated_axes), ("unreduced", ns.unreduced_axes),
+                          ("manual", ns.manual_axes)):
+            if refs:
+                parts.append(f"{key}={_axis_refs_text(refs)}")
+    if metadata:
+        parts.append("metadata=" + metadata)
+    return "{" + ", ".join(parts) + "}"
+
+
 def sharding_to_text(sh: A.Sharding) -> str:
-    extra = (" " + sh.extra) if sh.extra else ""
+    if sh.named is not None:
+        return _named_sharding_text(sh.named, sh.metadata)
     if sh.kind == "tuple":
         return "{" + ", ".join(sharding_to_text(e) for e in sh.elements) + "}"
-    if sh.kind in ("replicated", "manual", "unknown"):
-        return "{" + sh.kind + extra + "}"
     if sh.kind == "maximal":
-        return "{maximal device=" + str(sh.device) + extra + "}"
-    text = "{devices=[" + ",".join(map(str, sh.tile_dims)) + "]"
-    if sh.iota is not None:
-        text += "<=[" + ",".join(map(str, sh.iota.reshape_dims)) + "]"
-        if sh.iota.transpose:
-            text += "T(" + ",".join(map(str, sh.iota.transpose)) + ")"
+        text = "{maximal device=" + str(sh.device)
+    elif sh.kind != "tiled":
+        text = "{" + sh.kind
     else:
-        text += ",".join(map(str, sh.devices))
-    if sh.last_tile_dim_replicate:
-        text += " last_tile_dim_replicate"
-    if sh.last_tile_dims:
-        text += " last_tile_dims={" + ", ".join(sh.last_tile_dims) + "}"
-    return text + extra + "}"
+        text = "{devices=[" + ",".join(map(str, sh.tile_dims)) + "]"
+        if sh.iota is not None:
+            text += "<=[" + ",".join(map(str, sh.iota.reshape_dims)) + "]"
+            if sh.iota.transpose:
+                text += "T(" + ",".join(map(str, sh.iota.transpose)) + ")"
+        else:
+            text += ",".join(map(str, sh.devices))
+        if sh.last_tile_dim_replicate:
+            text += " last_tile_dim_replicate"
+        if sh.last_tile_dims:
+            text += " last_tile_dims={" + ", ".join(sh.last_tile_dims) + "}"
+    if sh.shard_group[0]:
+        text += f" shard_{sh.shard_group[0]} {sh.shard_group[1]}"
+    if sh.metadata:
+        text += " metadata=" + sh.metadata
+    return text + "}"
+
+
+def _number_text(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else repr(float(v))
+
+
+def _statistics_text(st: A.Statistics) -> str:
+    if st.visualizing_index < 0:
+        return "{}"
+    return "{" + ",".join([f"visualizing_index={st.visualizing_index}"] + [f"{k}={_number_text(v)}" for k, v in st.stats]) + "}"
+
+
+def _result_accuracy_text(ra: A.ResultAccuracy) -> str:
+    if ra.mode:
+        return "{mode=" + ra.mode + "}"
+    return "{tolerance={" + ",".join(f"{k}={_number_text(v)}" for k, v in ra.tolerance) + "}}"
+
+
+def _origin_tree_text(tree: Any) -> str:
+    if isinstance(tree, tuple):
+        return "(" + ", ".join(_origin_tree_text(t) for t in tree) + ")"
+    if tree is None:
+        return "{}"
+    index = (" {" + ",".join(map(str, tree.shape_index)) + "}") if tree.shape_index else ""
+    return '{"' + c_escape(tree.instruction) + '"' + index + "}"
+
+
+def _origin_text(origin: A.Origin) -> str:
+    if origin.synthetic_call:
+        return "{[synthetic_call]}"
+    text = _origin_tree_text(origin.tree)
+    if origin.call_names is not None:
+        text += ",[" + ",".join('"' + c_escape(n) + '"' for n in origin.call_names) + "]"
+    return "{" + text + "}"
+
+
+def _domain_text(d: A.Domain) -> str:
+    parts = [f'kind="{c_escape(d.kind)}"']
+    if d.entry is not None:
+        parts.append("entry=" + sharding_to_text(d.entry))
+    if d.exit is not None:
+        parts.append("exit=" + sharding_to_text(d.exit))
+    return "{" + ", ".join(parts) + "}"
+
+
+def _operand_configs_text(configs: dict) -> str:
+    return "{" + " ".join(f"{k}={_operand_configs_text(v) if isinstance(v, dict) else v}" for k, v in configs.items()) + "}"
+
+
+def _literal_attr_text(lit: A.LiteralAttr) -> str:
+    if lit.shape.is_tuple:
+        return "( " + ", ".join(_literal_attr_text(e) for e in lit.value) + " )"
+    shape = lit.shape
+    if shape.rank and shape.layout is None:
+        # Without a layout XLA would read the `{` of the values as one.
+        shape = Shape(shape.element_type, shape.dims, shape.dynamic, Layout(tuple(range(shape.rank - 1, -1, -1))))
+    return shape_to_text(shape) + " " + literal_to_text(lit.value, shape, lit.value is None)
 
 
 def _window_text(w: A.Window) -> str:
@@ -157,7 +321,10 @@ def _index_text(index: tuple[int, ...]) -> str:
 
 
 def _frontend_text(fa: dict) -> str:
-    return "{" + ",".join(f"{k}={v.text}" if isinstance(v, A.Raw) else f'{k}="{c_escape(v)}"'
+    def key(k: str) -> str:  # keys are identifiers; anything else was written quoted
+        return k if re.fullmatch(r"[A-Za-z_][\w.\-]*", k) else '"' + c_escape(k) + '"'
+
+    return "{" + ",".join(f"{key(k)}={v.text}" if isinstance(v, A.Raw) else f'{key(k)}="{c_escape(v)}"'
                           for k, v in fa.items()) + "}"
 
 
@@ -187,7 +354,16 @@ ATTR_PRINTERS: dict[str, Callable[[Any], str]] = {
     A.OUT_ALIAS: lambda v: "{" + ", ".join(
         f"{_index_text(a.output_index)}: ({a.operand}, {_index_text(a.operand_index)})" for a in v) + "}",
     A.SHAPE: shape_to_text,
-    "bools": lambda v: "{" + ",".join("true" if b else "false" for b in v) + "}",
+    A.BOOLS: lambda v: "{" + ",".join("true" if b else "false" for b in v) + "}",
+    A.INTS_OR_LISTS: lambda v: "{" + ",".join(
+        "{" + ",".join(map(str, x)) + "}" if isinstance(x, (list, tuple)) else str(x) for x in v) + "}",
+    A.STATISTICS: _statistics_text,
+    A.RESULT_ACCURACY: _result_accuracy_text,
+    A.ORIGIN: _origin_text,
+    A.DOMAIN: _domain_text,
+    A.LITERAL: _literal_attr_text,
+    A.OPERAND_CONFIGS: _operand_configs_text,
+    A.RAW_BRACED: lambda v: v.text,
     "shardings": lambda v: "{" + ", ".join(sharding_to_text(s) for s in v) + "}",
     "io_alias": lambda v: "{ " + ", ".join(
         f"{_index_text(a.output_index)}: ({a.parameter}, {_index_text(a.parameter_index)}"

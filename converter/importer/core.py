@@ -18,7 +18,7 @@ from jaxlib.mlir.dialects import func, stablehlo
 from converter import dtypes
 from converter.errors import ConverterError
 from converter.hlo import attrs as A
-from converter.hlo.ir import Computation, Instruction, Module, Shape
+from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.importer.registry import RULES, ImportRule
 from converter.mlir_context import make_context, mlir_element_type
@@ -229,10 +229,20 @@ class ComputationImporter:
         self.args = args
         self.values: dict[str, Values] = {}
 
+    def value(self, name: str) -> Values:
+        """The leaves of an operand: an instruction's, or for a compact tuple-element
+        operand `x#1#0` (newer XLA dumps) the leaves of that element of x's tuple."""
+        leaves = self.values.get(name)
+        if leaves is None:
+            base, index = split_operand(name)
+            start, stop = self.comp.by_name[base].shape.leaf_span(index)
+            leaves = self.values[base][start:stop]
+            self.values[name] = leaves
+        return leaves
+
     def run(self) -> Values:
         values = self.values
         mi = self.mi
-        by_name = self.comp.by_name
         ctx = RuleContext(mi, self)
         for instr in self.comp.instructions:
             if instr.opcode == "parameter":
@@ -245,11 +255,13 @@ class ComputationImporter:
                     raise mi.error(f"no import rule for opcode '{instr.opcode}'", instr)
             operands: list[Any] = []
             for name in instr.operands:
-                leaves = values[name]
-                operands.append(leaves if by_name[name].shape.is_tuple else leaves[0])
+                leaves = values.get(name)
+                if leaves is None:
+                    leaves = self.value(name)
+                operands.append(leaves if self.comp.operand_shape(name).is_tuple else leaves[0])
             ctx.instr = instr
             ctx.attrs = instr.attrs
-            natural = _natural_shape(instr, by_name)
+            natural = _natural_shape(instr, self.comp)
             ctx.shape = natural or instr.shape
             try:
                 with mi.location(instr):
@@ -287,7 +299,7 @@ POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduc
                         "all-to-all", "collective-permute"})
 
 
-def _natural_shape(instr: Instruction, by_name: dict[str, Instruction]) -> Shape | None:
+def _natural_shape(instr: Instruction, comp: Computation) -> Shape | None:
     """The result shape in the element types the op computes in, when it differs from
     the dump's (None otherwise: the common case, checked cheaply)."""
     opcode = instr.opcode
@@ -295,14 +307,14 @@ def _natural_shape(instr: Instruction, by_name: dict[str, Instruction]) -> Shape
     if opcode in FOLLOWS_OPERAND_0 or opcode in FOLLOWS_OPERAND_1:
         if not shape.is_array or not instr.operands:
             return None
-        source = by_name[instr.operands[0 if opcode in FOLLOWS_OPERAND_0 else 1]].shape
+        source = comp.operand_shape(instr.operands[0 if opcode in FOLLOWS_OPERAND_0 else 1])
         # complex → real (abs of c64 is f32) is the op's own type change.
         if source.is_array and source.element_type != shape.element_type and source.element_type[0] != "c":
             return Shape(source.element_type, shape.dims, shape.dynamic, shape.layout)
         return None
     if opcode in POSITIONAL:
         leaves = shape.leaves()
-        sources = [by_name[name].shape for name in instr.operands[: len(leaves)]]
+        sources = [comp.operand_shape(name) for name in instr.operands[: len(leaves)]]
         if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
                 any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
             natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
@@ -336,10 +348,12 @@ class RuleContext:
         return self.mi.error(message, self.instr)
 
     def operand_shape(self, i: int) -> Shape:
-        return self.ci.comp.by_name[self.instr.operands[i]].shape
+        return self.ci.comp.operand_shape(self.instr.operands[i])
 
     def operand_instruction(self, i: int) -> Instruction:
-        return self.ci.comp.by_name[self.instr.operands[i]]
+        """The instruction producing operand i (for a compact `x#1` operand: x, whose
+        tuple element 1 the operand is; see operand_shape for the operand's own shape)."""
+        return self.ci.comp.producer(self.instr.operands[i])
 
     def result_type(self, shape: Shape | None = None) -> ir.Type:
         shape = shape or self.shape

@@ -8,6 +8,7 @@ import re
 
 from jaxlib.mlir import ir
 
+from converter.hlo.ir import split_operand
 from converter.importer import build as b
 from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
@@ -219,7 +220,7 @@ def import_recv_done(ctx, recv):
     send = next((i for i in comp.instructions if i.opcode == "send" and i.attrs.get("channel_id") == channel), None)
     if send is None:
         raise ctx.error(f"recv-done of channel {channel} has no matching send in the same computation")
-    data = ctx.ci.values.get(send.operands[0])
+    data = ctx.ci.value(send.operands[0]) if split_operand(send.operands[0])[0] in ctx.ci.values else None
     if data is None:
         raise ctx.error(f"the data of send %{send.name} (channel {channel}) is computed after this recv-done")
     pairs = _pairs_from_frontend(ctx, recv_instr)

@@ -1,0 +1,154 @@
+"""Result shapes of instructions written without one (`%x = add(%a, %b)`).
+
+XLA's parser lets the result shape be omitted for the opcodes whose shape it can infer
+(`CanInferShape` in hlo_parser.cc) and for nested operand instructions
+(`add(negate(%p), %q)`).  Dumps always print shapes; hand-written HLO and tests use the
+short forms.  This infers what XLA infers for those opcodes, except convolution, gather,
+fft and ragged-dot, whose shapes must be written (a ValueError says so).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from converter.hlo import attrs as A
+from converter.hlo.ir import Computation, Layout, Shape, UNBOUNDED
+
+SAME_AS_OPERAND_0 = frozenset({
+    "abs", "ceil", "floor", "negate", "not", "sign", "popcnt", "count-leading-zeros", "copy", "cbrt",
+    "cosine", "sine", "tan", "tanh", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+    "sqrt", "rsqrt", "erf", "round-nearest-afz", "round-nearest-even", "opt-barrier", "reverse", "domain",
+    "add-dependency", "cholesky", "while", "select-and-scatter", "batch-norm-inference",
+    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "atan2",
+    "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+})
+REAL_PART = frozenset({"real", "imag", "abs"})
+# The opcodes XLA's parser accepts without a shape.
+INFERABLE = SAME_AS_OPERAND_0 | REAL_PART | frozenset({
+    "is-finite", "compare", "complex", "select", "clamp", "tuple", "get-tuple-element", "after-all",
+    "partition-id", "replica-id", "broadcast", "transpose", "concatenate", "pad", "reduce", "reduce-window",
+    "get-dimension-size", "set-dimension-size", "dot", "call", "conditional", "map", "sort", "topk",
+    "triangular-solve", "batch-norm-training", "batch-norm-grad", "scatter", "convolution", "gather", "fft",
+    "ragged-dot",
+})
+
+
+def _array(shape: Shape, what: str) -> Shape:
+    if not shape.is_array:
+        raise ValueError(f"{what} must be an array")
+    return shape
+
+
+def _like(shape: Shape, element_type: str | None = None, dims: tuple[int, ...] | None = None,
+          dynamic: tuple[bool, ...] | None = None) -> Shape:
+    """An array shape derived from `shape` (default layout, as XLA gives inferred shapes)."""
+    dims = shape.dims if dims is None else dims
+    if dynamic is None:
+        dynamic = shape.dynamic if dims == shape.dims else tuple(False for _ in dims)
+    return Shape(element_type or shape.element_type, tuple(dims), tuple(dynamic))
+
+
+def infer_shape(opcode: str, operands: list[Shape], attrs: dict[str, Any],
+                computation: Callable[[str], Computation]) -> Shape:
+    """The shape XLA infers for `opcode` over operands of these shapes (ValueError when
+    it cannot be inferred)."""
+    if opcode in ("tuple",):
+        return Shape("tuple", tuple_shapes=tuple(operands))
+    if opcode == "after-all":
+        return Shape("token")
+    if opcode in ("partition-id", "replica-id"):
+        return Shape("u32")
+    if not operands:
+        raise ValueError(f"cannot infer the shape of '{opcode}' without operands")
+    x = operands[0]
+    if opcode == "get-tuple-element":
+        return x.tuple_shapes[attrs["index"]]
+    if opcode in REAL_PART and x.is_array and x.element_type in ("c64", "c128"):
+        return _like(x, "f32" if x.element_type == "c64" else "f64")
+    if opcode in ("real", "imag"):
+        return _like(x)
+    if opcode in SAME_AS_OPERAND_0:
+        return x if x.is_tuple else _like(x)
+    if opcode == "is-finite" or opcode == "compare":
+        return _like(_array(x, "the operand"), "pred")
+    if opcode == "complex":
+        return _like(_array(x, "the operand"), "c64" if x.element_type == "f32" else "c128")
+    if opcode in ("select", "clamp"):
+        return _like(operands[1])
+    if opcode == "broadcast":
+        # XLA infers `broadcast(x), dimensions={...}` as the old "prepend sizes" form.
+        sizes = tuple(attrs.get("dimensions", ()))
+        return _like(_array(x, "the operand"), dims=sizes + x.dims)
+    if opcode == "transpose":
+        perm = tuple(attrs["dimensions"])
+        # The result's layout is the operand's, permuted (XLA keeps the bytes in place).
+        m2m = x.layout.minor_to_major if x.layout is not None and x.layout.minor_to_major else \
+            tuple(range(x.rank - 1, -1, -1))
+        layout = Layout(tuple(perm.index(d) for d in m2m))
+        return Shape(x.element_type, tuple(x.dims[d] for d in perm), tuple(x.dynamic[d] for d in perm) if x.dynamic else (),
+                     layout)
+    if opcode == "concatenate":
+        (d,) = attrs["dimensions"]
+        dims = list(x.dims)
+        dims[d] = sum(s.dims[d] for s in operands)
+        return _like(x, dims=tuple(dims))
+    if opcode == "pad":
+        config: list[A.PaddingDim] = attrs["padding"]
+        dims = tuple(p.low + p.high + n + p.interior * max(n - 1, 0) for n, p in zip(x.dims, config))
+        return _like(x, dims=dims)
+    if opcode in ("reduce", "reduce-window"):
+        n = len(operands) // 2
+        inits = operands[n:]
+        if opcode == "reduce":
+            drop = set(attrs["dimensions"])
+            dims = tuple(s for i, s in enumerate(x.dims) if i not in drop)
+        else:
+            window: A.Window = attrs.get("window", A.Window(()))
+            dims = tuple(_window_output(s, w) for s, w in zip(x.dims, window.dims)) if window.dims else x.dims
+        results = [_like(x, init.element_type, dims) for init in inits]
+        return results[0] if n == 1 else Shape("tuple", tuple_shapes=tuple(results))
+    if opcode == "get-dimension-size":
+        return Shape("s32")
+    if opcode == "set-dimension-size":
+        (d,) = attrs["dimensions"]
+        dynamic = list(x.dynamic or (False,) * x.rank)
+        dynamic[d] = True
+        return Shape(x.element_type, x.dims, tuple(dynamic))
+    if opcode == "dot":
+        lhs, rhs = operands
+        lb, rb = attrs.get("lhs_batch_dims", []), attrs.get("rhs_batch_dims", [])
+        lc, rc = attrs.get("lhs_contracting_dims", []), attrs.get("rhs_contracting_dims", [])
+        dims = [lhs.dims[d] for d in lb]
+        dims += [s for i, s in enumerate(lhs.dims) if i not in lb and i not in lc]
+        dims += [s for i, s in enumerate(rhs.dims) if i not in rb and i not in rc]
+        return Shape(lhs.element_type, tuple(dims), tuple(False for _ in dims))
+    if opcode == "call":
+        return computation(attrs["to_apply"]).root.shape
+    if opcode == "conditional":
+        branches = attrs.get("branch_computations") or [attrs["true_computation"]]
+        return computation(branches[0]).root.shape
+    if opcode == "map":
+        return _like(x, computation(attrs["to_apply"]).root.shape.element_type)
+    if opcode == "sort":
+        return x if len(operands) == 1 else Shape("tuple", tuple_shapes=tuple(_like(s) for s in operands))
+    if opcode == "topk":
+        dims = x.dims[:-1] + (attrs["k"],)
+        return Shape("tuple", tuple_shapes=(_like(x, dims=dims), _like(x, "s32", dims)))
+    if opcode == "triangular-solve":
+        return _like(operands[1])
+    if opcode in ("batch-norm-training", "batch-norm-grad"):
+        feature = Shape(x.element_type, (x.dims[attrs["feature_index"]],), (False,))
+        return Shape("tuple", tuple_shapes=(_like(x), feature, feature))
+    if opcode == "scatter":
+        n = (len(operands) - 1) // 2
+        return _like(x) if n == 1 else Shape("tuple", tuple_shapes=tuple(_like(s) for s in operands[:n]))
+    raise ValueError(f"the shape of '{opcode}' cannot be inferred here; write it")
+
+
+def _window_output(size: int, w: A.WindowDim) -> int:
+    if size == UNBOUNDED:
+        return UNBOUNDED
+    dilated = (size - 1) * w.lhs_dilation + 1 if size else 0
+    window = (w.size - 1) * w.rhs_dilation + 1
+    padded = dilated + w.pad_low + w.pad_high
+    return 0 if padded < window else (padded - window) // w.stride + 1
