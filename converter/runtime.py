@@ -141,9 +141,21 @@ class Program:
 
         devices = configure_cpu_devices(self.num_devices)
         self._devices = devices
+        if "lapack_" in str(self.module):
+            # jaxlib's LAPACK kernels find their BLAS/LAPACK routines (SciPy's) only once
+            # initialized; JAX does it when it first lowers a linalg op.  Without it a
+            # lapack_*_ffi call jumps through a null pointer.
+            from jax._src.lax.linalg import initialize_lapack
+
+            initialize_lapack()
         options = xc.CompileOptions()
         options.num_replicas = self.num_devices
         options.num_partitions = 1
+        # A dump's converts to bf16/f16 are roundings the device performed (the dump is
+        # already optimized).  XLA's default excess precision would let the CPU compiler
+        # drop f32→bf16→f32 round trips (SimplifyFPConversions) and compute more
+        # precisely than the dump did: e.g. the bf16 exp inside SiLU of the Qwen sample.
+        options.env_option_overrides = [("xla_allow_excess_precision", False)]
         options.device_assignment = xc.DeviceAssignment.create(
             np.array([[d.id] for d in devices], dtype=np.int64))
         buf = io.BytesIO()

@@ -236,3 +236,30 @@ def gather(operand: ir.Value, start_indices: ir.Value, result_shape: Sequence[in
     return op1("stablehlo.gather", tensor_type_like(operand, result_shape), [operand, start_indices], {
         "dimension_numbers": dims, "slice_sizes": i64_array(slice_sizes),
         "indices_are_sorted": ir.BoolAttr.get(indices_are_sorted)})
+
+
+def pad(x: ir.Value, low: Sequence[int], high: Sequence[int], value: ir.Value | None = None,
+        interior: Sequence[int] | None = None) -> ir.Value:
+    """`stablehlo.pad` with `value` (a scalar; zero of x's type when None)."""
+    interior = list(interior) if interior is not None else [0] * len(low)
+    dims = [lo + d + hi + max(d - 1, 0) * it for d, lo, hi, it in zip(shape_of(x), low, high, interior)]
+    value = value if value is not None else scalar_constant(0, element_type_of(x))
+    return op1("stablehlo.pad", tensor_type_like(x, dims), [x, value], {
+        "edge_padding_low": i64_array(low), "edge_padding_high": i64_array(high), "interior_padding": i64_array(interior)})
+
+
+def clamp(lo: ir.Value, x: ir.Value, hi: ir.Value) -> ir.Value:
+    """`stablehlo.clamp`: lo and hi are scalars or of x's shape."""
+    return op1("stablehlo.clamp", x.type, [lo, x, hi])
+
+
+def conv_dimension_numbers(labels) -> ir.Attribute:
+    """`#stablehlo.conv<...>` from HLO dim_labels (a converter.hlo.attrs.ConvDimLabels)."""
+    return stablehlo.ConvDimensionNumbers.get(
+        input_batch_dimension=labels.input_batch, input_feature_dimension=labels.input_feature,
+        input_spatial_dimensions=list(labels.input_spatial),
+        kernel_input_feature_dimension=labels.kernel_input_feature,
+        kernel_output_feature_dimension=labels.kernel_output_feature,
+        kernel_spatial_dimensions=list(labels.kernel_spatial),
+        output_batch_dimension=labels.output_batch, output_feature_dimension=labels.output_feature,
+        output_spatial_dimensions=list(labels.output_spatial))

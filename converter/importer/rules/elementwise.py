@@ -73,8 +73,13 @@ def import_compare(ctx, lhs, rhs):
     compare_type = ctx.attrs.get("type")
     if compare_type is None:
         etype = ctx.operand_shape(0).element_type
-        compare_type = "FLOAT" if etype in FLOAT_TYPES or etype in ("c64", "c128") else (
-            "SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")
+        is_float = etype in FLOAT_TYPES or etype in ("c64", "c128")
+        # Newer XLA writes `order=TOTAL` for what older XLA wrote `type=TOTALORDER`
+        # (integers always compare in total order; PARTIAL is the default).
+        if is_float and str(ctx.attrs.get("order", "")).upper() == "TOTAL":
+            compare_type = "TOTALORDER"
+        else:
+            compare_type = "FLOAT" if is_float else ("SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")
     attrs["compare_type"] = stablehlo.ComparisonTypeAttr.get(compare_type)
     return b.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
 
@@ -109,11 +114,14 @@ def import_reduce_precision(ctx, x):
 
 @import_rule("mulhi")
 def import_mulhi(ctx, lhs, rhs):
-    """High half of the double-width product (XLA's kMulhi), by widening."""
+    """High half of the double-width product (XLA's kMulhi): by widening up to 32 bits,
+    from 32-bit limbs for 64 bits (StableHLO has no 128-bit integers)."""
     etype = ctx.shape.element_type
+    if etype == "pred" or etype[0] not in "su":
+        raise ctx.error(f"mulhi of {etype}: XLA defines it for integer types only")
     bits = int(etype[1:])
-    if bits > 32:
-        raise ctx.error(f"mulhi on {etype} needs 128-bit arithmetic, which StableHLO lacks")
+    if bits == 64:
+        return _mulhi_64(lhs, rhs, signed=etype.startswith("s"))
     wide = mlir_element_type(etype[0] + str(2 * bits))
     wl, wr = b.convert(lhs, wide), b.convert(rhs, wide)
     product = b.binary("multiply", wl, wr)
@@ -167,3 +175,37 @@ def import_stochastic_convert(ctx, x, random):
     signed = b.select(at_lowest, b.scalar_constant(lowest, out_e, shape), signed)
     at_highest = b.compare(x, b.scalar_constant(float(highest), ft, shape), "GE", "FLOAT")
     return b.select(at_highest, b.scalar_constant(highest, out_e, shape), signed)
+
+
+def _mulhi_64(lhs: ir.Value, rhs: ir.Value, signed: bool) -> ir.Value:
+    """The high 64 bits of a 64x64-bit product, schoolbook on 32-bit halves held in u64
+    (no partial product or column sum overflows).  A signed product's high word is the
+    unsigned one of the same bit patterns minus rhs where lhs < 0 and minus lhs where
+    rhs < 0 (two's complement: a negative x reads as x + 2^64 unsigned)."""
+    u64 = ir.IntegerType.get_unsigned(64)
+    shape = b.shape_of(lhs)
+    a = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(lhs, element=u64), [lhs]) if signed else lhs
+    c = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(rhs, element=u64), [rhs]) if signed else rhs
+    low_mask = b.scalar_constant(0xFFFFFFFF, u64, shape)
+    thirty_two = b.scalar_constant(32, u64, shape)
+
+    def high(x):
+        return b.binary("shift_right_logical", x, thirty_two)
+
+    def low(x):
+        return b.binary("and", x, low_mask)
+
+    a_hi, a_lo, c_hi, c_lo = high(a), low(a), high(c), low(c)
+    lo_lo = b.binary("multiply", a_lo, c_lo)
+    lo_hi = b.binary("multiply", a_lo, c_hi)
+    hi_lo = b.binary("multiply", a_hi, c_lo)
+    hi_hi = b.binary("multiply", a_hi, c_hi)
+    middle = b.binary("add", b.binary("add", high(lo_lo), low(lo_hi)), low(hi_lo))
+    result = b.binary("add", b.binary("add", hi_hi, high(lo_hi)), b.binary("add", high(hi_lo), high(middle)))
+    if not signed:
+        return result
+    zero_s = b.scalar_constant(0, b.element_type_of(lhs), shape)
+    zero_u = b.scalar_constant(0, u64, shape)
+    result = b.binary("subtract", result, b.select(b.compare(lhs, zero_s, "LT", "SIGNED"), c, zero_u))
+    result = b.binary("subtract", result, b.select(b.compare(rhs, zero_s, "LT", "SIGNED"), a, zero_u))
+    return b.op1("stablehlo.bitcast_convert", lhs.type, [result])
