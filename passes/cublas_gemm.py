@@ -2,40 +2,78 @@
 computing what XLA's GPU runtime computes.
 
 Targets: `__cublas$gemm` (legacy cuBLAS), `__cublas$lt$matmul` (cuBLASLt with epilogues),
-`__cublas$lt$matmul$f8` (scaled FP8), `__cublas$triangularSolve`.
+`__cublas$lt$matmul$f8` (scaled FP8), `__cublas$lt$matmul$mx` (block-scaled MX dot, ROCm
+hipBLASLt) and `__cublas$triangularSolve` (not a GEMM; it shares the prefix and workspace).
 
     P   = dot_general(A, B)  per gemm_backend_config.dot_dimension_numbers; the call's
           logical output is always dot_general's natural order (batch, lhs free, rhs free)
     X   = alpha · [a_scale · b_scale ·] P          alpha = alpha_real + i·alpha_imag
-    X  += beta · [c_scale ·] C                     only when beta ≠ 0 (operand 2)
-    X  += bias                                     BIAS* epilogues; bias runs along the
+    X  += beta · [c_scale ·] C                     only when beta ≠ 0 (then operand 2)
+    X  += bias                                     BIAS* epilogues; the bias runs along the
                                                    output's physically minor dimensions
-    AUX = X                                        *_AUX epilogues, rounded to D's type
+    AUX = X                                        *_AUX epilogues, rounded to AUX's type
     X   = act(X)     RELU max(x,0); GELU tanh approximation; SILU x·sigmoid(x)
     AMAX= max|X|                                   $f8 with damax_output, before d_scale
     X   = clamp(±max, d_scale · X)                 $f8 with an fp8 D (saturating output)
-    D   = convert(X, D's type)                     one rounding, from f32 (f64, complex)
+    D   = convert(X, D's type)                     one rounding
+    result = (D, [AUX], [AMAX], s8 workspace)      the workspace carries nothing
 
-The result tuple is (D, [AUX], [AMAX], s8 workspace); the workspace carries nothing.
+Everything between P and D is computed in the cuBLAS "scale type": f32 for f8/f16/bf16/
+f32 outputs, f64 for f64, the complex type for c64/c128 (alpha and beta are rounded from
+the config's doubles to it, as the runtime casts them).  Products are exact (f8/f16/bf16
+operands are widened to f32 exactly; s8 operands accumulate in s32).  Legacy
+`__cublas$gemm` with alpha = beta = 0 writes zeros without reading A or B (RunGemm).
 
-Portable meaning vs the GPU: f32 GEMMs at DEFAULT/HIGH precision run in TF32 on CUDA by
-default, and fp8 GEMMs at DEFAULT use cuBLASLt's fast accumulation; the rewrite computes
-them at full f32 precision — the op's meaning, without the GPU's speed shortcut.  Exact
-in-kernel rounding order is cuBLAS's and not specified; results agree to a few ulps.
+Choices where the GPU's behaviour is not written down anywhere (/work/notes/gemm.md §12):
+- Precision: f32 GEMMs at DEFAULT/HIGH precision run in TF32 on CUDA (and an explicit
+  ALG_DOT_TF32_TF32_F32 always does); fp8 GEMMs at DEFAULT precision use cuBLASLt's fast
+  accumulation.  The rewrite computes them with full f32 products and accumulation: the
+  portable meaning of the op, without the GPU's speed shortcut (TF32's input rounding mode
+  is not specified by NVIDIA, so it could not be reproduced bit for bit anyway).  Results
+  agree with the GPU to TF32 precision in those cases, to a few ulps otherwise.
+- Rounding order inside the kernel (alpha, scales, beta·C, bias, activation): computed in
+  the scale type in the order above; cuBLAS's own order can differ by an ulp of the scale
+  type before the final rounding.
+- NaN through RELU: `maximum(x, 0)` propagates NaN, the semantics of the HLO `maximum` that
+  XLA's rewriter fused into the epilogue.  A kernel built on `fmaxf` would return 0.
+- AMAX with NaN in the output: NaN (XLA's `maximum` reduction).
+- SILU epilogues are hipBLASLt-only in XLA (CUDA's runtime refuses them), yet a CUDA dump
+  carries them (the MaxText sample); x·sigmoid(x) in f32 is the epilogue's definition.
+- GELU is the tanh approximation (the only form XLA's rewriter fuses, and cuBLASLt's).
 
-Sources (openxla/xla): xla/service/gpu/transforms/gemm_rewriter.cc (GemmRewriterVisitor:
-HandleDot, HandleMultiply, FuseMatrixBiasAdd, FuseVectorBiasAdd, FuseReluActivation,
-FuseGeluActivation, CreateF8CustomCall, F8ConvertD, F8AddDAmax, GemmWorkspaceRewriteVisitor),
-xla/service/gpu/backend_configs.proto (GemmBackendConfig), xla/service/gpu/matmul_utils.cc
-(GemmConfig::For, RunGemm), xla/service/gpu/thunk_emitter.cc (EmitCublasLtMatmulThunk[F8]),
-xla/stream_executor/cuda/cuda_blas_lt.cc (MatmulPlan::DoMatmul),
-xla/service/gpu/transforms/triangular_solve_rewriter.cc.
+Not made exact, so refused with an error naming the attribute: precision_config.algorithm
+ALG_DOT_F16_F16_F16 (f16 accumulation) and ALG_DOT_BF16_BF16_F32 on non-bf16 operands
+(cuBLAS rounds them internally in an unspecified way), algorithms cuBLAS does not run;
+fp8 FNUZ outputs (ROCm; XLA never writes them); integer GEMMs with alpha ≠ 1, beta ≠ 0
+or an epilogue (XLA never fuses into them).
+
+Sources (openxla/xla, as cited in /work/notes/gemm.md §13):
+xla/service/gpu/transforms/gemm_rewriter.cc — GemmRewriterVisitor::{HandleDot,
+HandleMultiply, HandleAdd, HandleMaximum, FuseMatrixBiasAdd, FuseVectorBiasAdd,
+FuseReluActivation, FuseGeluActivation, FuseSwishActivation, CreateF8CustomCall, F8ScaleD,
+F8ConvertD, F8AddDAmax, TurnDotIntoConvertAndDotForBF16BF16F32},
+GemmWorkspaceRewriteVisitor::HandleCustomCall;
+xla/service/gpu/backend_configs.proto — GemmBackendConfig;
+xla/service/gpu/cublas_cudnn.h — the target names;
+xla/service/gpu/matmul_utils.cc — GemmConfig::For, MatrixLayout::For, RunGemm,
+gpublas_lt::{EpilogueAddsVectorBias, EpilogueHasAuxiliaryOutput, AsBlasLtEpilogue};
+xla/service/gpu/thunk_emitter.cc — ThunkEmitter::{EmitGemmThunk, EmitCublasLtMatmulThunk,
+EmitCublasLtMatmulThunkF8} (older: ir_emitter_unnested.cc, four fp8 scales);
+xla/stream_executor/gpu/gpu_blas_lt.{h,cc} — GetBlasComputationType, GetScaleType;
+xla/stream_executor/cuda/cuda_blas_lt.cc — AsCublasLtEpilogue, IsFastAccumEnabled,
+MatmulPlan::{DoMatmul, ExecuteOnStream};
+xla/service/algorithm_util.cc — GetBlasComputationType, IsSupportedByCublasOrCublasLt;
+xla/service/gpu/transforms/block_scaling_rewriter.cc — GetBlockSize, BuildDequantize,
+BuildHipblasltScaledDot; xla/backends/gpu/autotuner/hipblaslt.cc — ApplyConfig;
+xla/service/gpu/transforms/triangular_solve_rewriter.cc — TriangularSolveRewriter::Run;
+tests: xla/service/gpu/transforms/cublas_gemm_rewriter_test.cc, gemm_rewriter_fp8_test.cc.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from jaxlib.mlir import ir
@@ -44,23 +82,53 @@ from jaxlib.mlir.dialects import stablehlo
 from passes import rewrite as rw
 from passes.registry import PassOptions, register_pass
 
-GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8")
+LEGACY_GEMM = "__cublas$gemm"
+LT_MATMUL = "__cublas$lt$matmul"
+LT_MATMUL_F8 = "__cublas$lt$matmul$f8"
+LT_MATMUL_MX = "__cublas$lt$matmul$mx"
+GEMM_TARGETS = (LEGACY_GEMM, LT_MATMUL, LT_MATMUL_F8)
 TRIANGULAR_SOLVE = "__cublas$triangularSolve"
-EPILOGUES = {
-    # name: (adds vector bias, activation, has aux output)
-    "DEFAULT": (False, None, False), "BIAS": (True, None, False),
-    "RELU": (False, "relu", False), "BIAS_RELU": (True, "relu", False),
-    "GELU": (False, "gelu", False), "BIAS_GELU": (True, "gelu", False),
-    "GELU_AUX": (False, "gelu", True), "BIAS_GELU_AUX": (True, "gelu", True),
-    "SILU": (False, "silu", False), "BIAS_SILU": (True, "silu", False),
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    adds_bias: bool
+    activation: str | None  # None, "relu", "gelu", "silu"
+    has_aux: bool
+
+
+# GemmBackendConfig.Epilogue (backend_configs.proto); the proto prints enum names, and an
+# older dump may print the number.
+EPILOGUES: dict[str, Epilogue] = {
+    "DEFAULT": Epilogue(False, None, False), "BIAS": Epilogue(True, None, False),
+    "RELU": Epilogue(False, "relu", False), "BIAS_RELU": Epilogue(True, "relu", False),
+    "GELU": Epilogue(False, "gelu", False), "GELU_AUX": Epilogue(False, "gelu", True),
+    "BIAS_GELU": Epilogue(True, "gelu", False), "BIAS_GELU_AUX": Epilogue(True, "gelu", True),
+    "SILU": Epilogue(False, "silu", False), "BIAS_SILU": Epilogue(True, "silu", False),
 }
-FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0, "f8E4M3FNUZ": 240.0, "f8E5M2FNUZ": 57344.0}
-PRECISIONS = {"DEFAULT", "HIGH", "HIGHEST"}
+EPILOGUE_NUMBERS = ["DEFAULT", "BIAS", "RELU", "BIAS_RELU", "GELU", "GELU_AUX", "BIAS_GELU", "BIAS_GELU_AUX",
+                    "SILU", "BIAS_SILU"]
+
+# Largest finite values of the fp8 output types cuBLASLt writes (CUDA): its conversion
+# saturates, which is why F8ConvertD may drop the HLO's clamp(±max).
+FP8_OUTPUT_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+# precision_config.algorithm values whose cuBLAS compute type is f32 (or f64, or exact for
+# the operand types involved), per algorithm_util::GetBlasComputationType; the TF32 and
+# fast-accumulation ones are computed at full precision (see the module doc).
+FULL_PRECISION_ALGORITHMS = {
+    "ALG_UNSET", "ALG_DOT_F32_F32_F32", "ALG_DOT_F64_F64_F64", "ALG_DOT_F16_F16_F32",
+    "ALG_DOT_TF32_TF32_F32", "ALG_DOT_TF32_TF32_F32_X3", "ALG_DOT_BF16_BF16_F32_X3",
+    "ALG_DOT_BF16_BF16_F32_X6", "ALG_DOT_BF16_BF16_F32_X9", "ALG_DOT_ANY_F8_ANY_F8_F32",
+    "ALG_DOT_ANY_F8_ANY_F8_F32_FAST_ACCUM",
+}
+PRECISIONS = ("DEFAULT", "HIGH", "HIGHEST")
 
 
 @dataclass
-class GemmCall:
-    """The parts of one GEMM custom-call, by role."""
+class GemmOperands:
+    """The operands of one GEMM custom-call, by role (positions depend on beta, the
+    epilogue and, for $f8, the XLA version that wrote the dump)."""
 
     a: ir.Value
     b: ir.Value
@@ -74,17 +142,58 @@ class GemmCall:
 
 
 @register_pass("cublas-gemm",
-               "cuBLAS/cuBLASLt GEMM custom-calls (epilogues, alpha/beta, fp8 scales) → dot_general + plain ops",
-               targets=GEMM_TARGETS + (TRIANGULAR_SOLVE,))
+               "cuBLAS/cuBLASLt GEMM custom-calls (epilogues, alpha/beta, fp8 scales, MX) → dot_general + plain ops",
+               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE))
 def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, GEMM_TARGETS):
-        lower_gemm_call(op)
+        lower_cublas_matmul(op)
+    for op in rw.custom_calls(module, LT_MATMUL_MX):
+        lower_cublas_lt_matmul_mx(op)
     for op in rw.custom_calls(module, TRIANGULAR_SOLVE):
         lower_cublas_triangular_solve(op)
 
 
+# ---------------------------------------------------------------------------------------
+# Reading the call
+
+
+def gemm_backend_config(op: ir.Operation) -> dict[str, Any]:
+    config = rw.backend_config(op)
+    gemm = config.get("gemm_backend_config")
+    if not isinstance(gemm, dict):
+        raise rw.op_error(op, "backend_config has no gemm_backend_config")
+    return gemm
+
+
+def _number(op: ir.Operation, gemm: dict[str, Any], key: str, default: float) -> float:
+    value = gemm.get(key, default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise rw.op_error(op, f"gemm_backend_config.{key} is not a number: {value!r}") from None
+
+
+def _epilogue(op: ir.Operation, gemm: dict[str, Any]) -> Epilogue:
+    name = gemm.get("epilogue", "DEFAULT")
+    if isinstance(name, int) and 0 <= name < len(EPILOGUE_NUMBERS):
+        name = EPILOGUE_NUMBERS[name]
+    if name not in EPILOGUES:
+        raise rw.op_error(op, f"gemm_backend_config.epilogue {name} is not one XLA defines "
+                              f"({', '.join(EPILOGUES)})")
+    return EPILOGUES[name]
+
+
 def _ints(values) -> list[int]:
     return [int(v) for v in values or []]
+
+
+def _dimension_numbers(gemm: dict[str, Any]) -> stablehlo.DotDimensionNumbers:
+    dims = gemm.get("dot_dimension_numbers") or {}
+    return stablehlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=_ints(dims.get("lhs_batch_dimensions")),
+        rhs_batching_dimensions=_ints(dims.get("rhs_batch_dimensions")),
+        lhs_contracting_dimensions=_ints(dims.get("lhs_contracting_dimensions")),
+        rhs_contracting_dimensions=_ints(dims.get("rhs_contracting_dimensions")))
 
 
 def _is_workspace(value: ir.Value) -> bool:
@@ -92,55 +201,75 @@ def _is_workspace(value: ir.Value) -> bool:
     return t.rank == 1 and isinstance(t.element_type, ir.IntegerType) and ir.IntegerType(t.element_type).width == 8
 
 
-def _layout(op: ir.Operation, key: str, index: int, rank: int) -> list[int]:
-    """minor_to_major of operand/result `index` as the dump printed it (default row-major)."""
-    if key in op.attributes:
-        layouts = ir.ArrayAttr(op.attributes[key])
-        if index < len(layouts):
-            m2m = [int(x) for x in np.array(ir.DenseElementsAttr(layouts[index]), dtype=np.int64).reshape(-1)] \
-                if ir.DenseElementsAttr(layouts[index]).type.shape[0] else []
-            if len(m2m) == rank:
-                return m2m
+def _is_fp8(t: ir.Type) -> bool:
+    return str(t).startswith("f8")
+
+
+def _layout(op: ir.Operation, which: str, index: int, rank: int) -> list[int]:
+    """minor_to_major of operand/result leaf `index` as the dump printed it (row-major
+    when the dump printed none).  `which` is "operand" or "result"; the importer keeps
+    layouts as `hlo.<which>_layouts`, or as `<which>_layouts` where the call had layout
+    constraints."""
+    for key in (f"hlo.{which}_layouts", f"{which}_layouts"):
+        if key in op.attributes:
+            layouts = ir.ArrayAttr(op.attributes[key])
+            if index < len(layouts):
+                attr = ir.DenseElementsAttr(layouts[index])
+                m2m = [int(x) for x in np.array(attr).reshape(-1)] if attr.type.shape[0] else []
+                if sorted(m2m) == list(range(rank)):
+                    return m2m
     return list(range(rank - 1, -1, -1))
 
 
-def _operands(op: ir.Operation, target: str, beta: float, adds_bias: bool, d_type: ir.Type) -> GemmCall:
+def _split_operands(op: ir.Operation, target: str, beta: float, epilogue: Epilogue,
+                    d_elem: ir.Type) -> GemmOperands:
+    """Operand roles by position (ThunkEmitter::EmitCublasLtMatmulThunk[F8], EmitGemmThunk)."""
     ops = list(op.operands)
-    call = GemmCall(ops[0], ops[1])
+    if len(ops) < 2:
+        raise rw.op_error(op, f"a GEMM needs operands A and B; found {len(ops)}")
+    call = GemmOperands(ops[0], ops[1])
     k = 2
     if beta != 0:
         if len(ops) <= k:
-            raise rw.op_error(op, f"beta={beta} but no addend operand C")
+            raise rw.op_error(op, f"gemm_backend_config.beta={beta} but the call has no addend operand C")
         call.c = ops[k]
         k += 1
-    if target == "__cublas$lt$matmul$f8":
+    if target == LT_MATMUL_F8:
         rank0 = [ir.RankedTensorType(v.type).rank == 0 for v in ops]
-        old_layout = len(ops) >= k + 4 and all(rank0[k:k + 4])
-        if old_layout:  # older XLA: a, b, c, d scales, then the bias
+        if len(ops) >= k + 4 and all(rank0[k:k + 4]):
+            # Older XLA (IrEmitterUnnested): A, B, [C], a, b, c, d scales, [bias].
             call.a_scale, call.b_scale, call.c_scale, call.d_scale = ops[k:k + 4]
             k += 4
-            if adds_bias:
+            if epilogue.adds_bias:
+                if len(ops) <= k:
+                    raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
                 call.bias, call.bias_index = ops[k], k
                 k += 1
-        else:  # a_scale, b_scale, [bias], [d_scale]; d_scale is the last operand
-            if len(ops) < k + 2:
-                raise rw.op_error(op, "an fp8 GEMM needs a_scale and b_scale operands")
+        else:
+            # Current XLA: A, B, [C], a_scale, b_scale, [bias], [d_scale].
+            if len(ops) < k + 2 or not all(rank0[k:k + 2]):
+                raise rw.op_error(op, "an fp8 GEMM needs scalar a_scale and b_scale operands after A, B"
+                                      + (" and C" if beta != 0 else ""))
             call.a_scale, call.b_scale = ops[k], ops[k + 1]
             k += 2
-            if adds_bias:
+            if epilogue.adds_bias:
+                if len(ops) <= k or rank0[k]:
+                    raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
                 call.bias, call.bias_index = ops[k], k
                 k += 1
-            if str(d_type) in FP8_MAX:
-                # The runtime reads d_scale as the last operand when D is fp8.  F8ConvertD
-                # appends one (constant 1 when nothing matched); without it, the last
-                # operand is read all the same (gemm_rewriter_fp8_test's
-                # UnscaledABUnscaledDF8: b_scale) — reproduced literally.
+            if _is_fp8(d_elem):
+                # The runtime takes d_scale from the last operand whenever D is fp8.
+                # F8ConvertD appends one (constant 1 when nothing matched); without it the
+                # last operand is read all the same (gemm_rewriter_fp8_test's
+                # UnscaledABUnscaledDF8 reads b_scale) — reproduced literally.
                 if len(ops) == k + 1:
                     k += 1
                 call.d_scale = ops[-1]
                 if not rank0[-1]:
                     raise rw.op_error(op, "an fp8 output needs a scalar d_scale as the last operand")
-    elif adds_bias:
+        if not _is_fp8(d_elem):
+            call.d_scale = None  # the runtime reads d_scale only for an fp8 D
+    elif epilogue.adds_bias:
         if len(ops) <= k:
             raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
         call.bias, call.bias_index = ops[k], k
@@ -150,108 +279,150 @@ def _operands(op: ir.Operation, target: str, beta: float, adds_bias: bool, d_typ
     return call
 
 
-def lower_gemm_call(op: ir.Operation) -> None:
+def _check_algorithm(op: ir.Operation, gemm: dict[str, Any], a_elem: ir.Type, b_elem: ir.Type) -> None:
+    algorithm = (gemm.get("precision_config") or {}).get("algorithm", "ALG_UNSET")
+    if algorithm in FULL_PRECISION_ALGORITHMS:
+        return
+    if algorithm == "ALG_DOT_BF16_BF16_F32":
+        # XLA rounds f32 operands to bf16 with HLO converts before the call
+        # (TurnDotIntoConvertAndDotForBF16BF16F32): on bf16 operands this is exact f32 math.
+        if isinstance(a_elem, ir.BF16Type) and isinstance(b_elem, ir.BF16Type):
+            return
+        raise rw.op_error(op, f"precision_config.algorithm {algorithm} on {a_elem} x {b_elem} operands: cuBLAS "
+                              "rounds them to bf16 internally, in a way it does not specify")
+    if algorithm == "ALG_DOT_F16_F16_F16":
+        raise rw.op_error(op, f"precision_config.algorithm {algorithm}: cuBLAS accumulates in f16 in an "
+                              "unspecified order, which has no exact portable equivalent")
+    raise rw.op_error(op, f"precision_config.algorithm {algorithm} is not one cuBLAS runs "
+                          "(algorithm_util::IsSupportedByCublasOrCublasLt)")
+
+
+def _precision_attr(gemm: dict[str, Any]) -> ir.Attribute | None:
+    precisions = (gemm.get("precision_config") or {}).get("operand_precision")
+    if precisions and len(precisions) == 2 and all(p in PRECISIONS for p in precisions):
+        return ir.ArrayAttr.get([stablehlo.PrecisionAttr.get(p) for p in precisions])
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Building the replacement
+
+
+def lower_cublas_matmul(op: ir.Operation) -> None:
+    """`__cublas$gemm`, `__cublas$lt$matmul`, `__cublas$lt$matmul$f8` → dot_general and
+    the epilogue as plain ops (module doc)."""
     b = rw.build
     target = rw.call_target(op)
-    config = rw.backend_config(op)
-    gemm = config.get("gemm_backend_config", config)
-    epilogue = gemm.get("epilogue", "DEFAULT")
-    if epilogue not in EPILOGUES:
-        raise rw.op_error(op, f"epilogue {epilogue} is not one this pass knows ({', '.join(EPILOGUES)})")
-    adds_bias, activation, has_aux = EPILOGUES[epilogue]
-    alpha_real = float(gemm.get("alpha_real", 1.0))
-    alpha_imag = float(gemm.get("alpha_imag", 0.0))
-    beta = float(gemm.get("beta", 0.0))
+    gemm = gemm_backend_config(op)
+    epilogue = _epilogue(op, gemm)
+    if target == LEGACY_GEMM and epilogue != EPILOGUES["DEFAULT"]:
+        raise rw.op_error(op, f"gemm_backend_config.epilogue {gemm.get('epilogue')}: legacy cuBLAS GEMMs "
+                              "run no epilogue (XLA fuses them only into cuBLASLt calls)")
+    alpha_real = _number(op, gemm, "alpha_real", 1.0)
+    alpha_imag = _number(op, gemm, "alpha_imag", 0.0)
+    beta = _number(op, gemm, "beta", 0.0)
     has_amax = bool(gemm.get("damax_output", False))
-    dims = gemm.get("dot_dimension_numbers", {})
     results = list(op.results)
-    n_values = 1 + has_aux + has_amax
+    n_values = 1 + epilogue.has_aux + has_amax
     if len(results) < n_values or any(not _is_workspace(r) for r in results[n_values:]):
-        raise rw.op_error(op, f"expected results (D{', AUX' if has_aux else ''}{', AMAX' if has_amax else ''}, "
-                              f"workspace), found {len(results)}")
-    d_t = ir.RankedTensorType(results[0].type)
-    d_elem = d_t.element_type
-    call = _operands(op, target, beta, adds_bias, d_elem)
+        raise rw.op_error(op, f"expected results (D{', AUX' if epilogue.has_aux else ''}"
+                              f"{', AMAX' if has_amax else ''}, workspace); found {len(results)}")
+    d_type = ir.RankedTensorType(results[0].type)
+    d_elem = d_type.element_type
+    shape = list(d_type.shape)
+    if _is_fp8(d_elem) and str(d_elem) not in FP8_OUTPUT_MAX:
+        raise rw.op_error(op, f"an fp8 output of type {d_elem}: XLA writes fp8 GEMM outputs only on CUDA "
+                              f"({', '.join(FP8_OUTPUT_MAX)}); its conversion is not defined here")
+    call = _split_operands(op, target, beta, epilogue, d_elem)
+    a_elem, b_elem = b.element_type_of(call.a), b.element_type_of(call.b)
+    _check_algorithm(op, gemm, a_elem, b_elem)
 
     complex_out = isinstance(d_elem, ir.ComplexType)
     if alpha_imag != 0 and not complex_out:
-        raise rw.op_error(op, f"alpha_imag={alpha_imag} with a real output type {d_elem}")
+        raise rw.op_error(op, f"gemm_backend_config.alpha_imag={alpha_imag} with a real output type {d_elem} "
+                              "(GemmConfig::For rejects it)")
+    integer_in = isinstance(a_elem, ir.IntegerType)
     integer_out = isinstance(d_elem, ir.IntegerType)
-    a_elem = b.element_type_of(call.a)
-    if isinstance(d_elem, ir.F64Type) or complex_out:
-        acc = d_elem
-    elif integer_out or isinstance(a_elem, ir.IntegerType):
-        acc = ir.IntegerType.get_signless(32)
+    # The scale type (GetScaleType): everything after the product is computed in it.
+    if isinstance(d_elem, ir.F64Type) or complex_out or integer_out:
+        scale_t = d_elem
     else:
-        acc = ir.F32Type.get()
+        scale_t = ir.F32Type.get()
+    if integer_out and (alpha_real != 1 or beta != 0 or epilogue != EPILOGUES["DEFAULT"]):
+        raise rw.op_error(op, f"an integer GEMM with gemm_backend_config alpha_real={alpha_real}, beta={beta}, "
+                              f"epilogue={gemm.get('epilogue', 'DEFAULT')}: XLA never fuses into these")
 
     with rw.at(op):
-        lhs, rhs = call.a, call.b
-        if str(a_elem).startswith("f8") or str(b.element_type_of(rhs)).startswith("f8"):
-            lhs, rhs = b.convert(lhs, acc), b.convert(rhs, acc)  # exact: every f8 value is an f32
-        attrs = {"dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
-            lhs_batching_dimensions=_ints(dims.get("lhs_batch_dimensions")),
-            rhs_batching_dimensions=_ints(dims.get("rhs_batch_dimensions")),
-            lhs_contracting_dimensions=_ints(dims.get("lhs_contracting_dimensions")),
-            rhs_contracting_dimensions=_ints(dims.get("rhs_contracting_dimensions")))}
-        precisions = (gemm.get("precision_config") or {}).get("operand_precision")
-        if precisions and all(p in PRECISIONS for p in precisions):
-            attrs["precision_config"] = ir.ArrayAttr.get([stablehlo.PrecisionAttr.get(p) for p in precisions])
-        product_t = ir.RankedTensorType.get(d_t.shape, acc)
-        try:
-            x = b.op1("stablehlo.dot_general", product_t, [lhs, rhs], attrs)
-        except ir.MLIRError as e:
-            raise rw.op_error(op, f"dot dimension numbers do not give the output shape {d_t}: {e}") from None
-        if integer_out or isinstance(acc, ir.IntegerType):
-            if alpha_real != 1 or beta != 0 or activation or adds_bias:
-                raise rw.op_error(op, "integer GEMMs with alpha/beta or an epilogue are not defined by XLA")
-            d = b.convert(x, d_elem)
-            _replace(op, [d], n_values)
-            return
-        shape = d_t.shape
-        if target == "__cublas$gemm" and alpha_real == 0 and alpha_imag == 0 and beta == 0:
+        if target == LEGACY_GEMM and alpha_real == 0 and alpha_imag == 0 and beta == 0:
             # RunGemm writes zeros without reading A or B (NaN/Inf in them do not matter).
             _replace(op, [b.scalar_constant(0, d_elem, shape)], n_values)
             return
+        lhs, rhs = call.a, call.b
+        if _is_fp8(a_elem) or _is_fp8(b_elem):
+            # Every fp8 value is an f32 value: products and sums as cuBLASLt's f32 compute type.
+            lhs, rhs = b.convert(lhs, scale_t), b.convert(rhs, scale_t)
+        # s8 x s8 accumulates exactly in s32; everything else in the scale type.
+        product_elem = ir.IntegerType.get_signless(32) if integer_in else scale_t
+        x = _dot_general(op, lhs, rhs, gemm, ir.RankedTensorType.get(shape, product_elem))
+        x = b.convert(x, scale_t)
+        if integer_out:
+            _replace(op, [x], n_values)
+            return
         if alpha_real != 1 or alpha_imag != 0:
             alpha = complex(alpha_real, alpha_imag) if complex_out else alpha_real
-            x = b.binary("multiply", x, b.scalar_constant(alpha, acc, shape))
+            x = b.binary("multiply", x, b.scalar_constant(alpha, scale_t, shape))
         if call.a_scale is not None:
-            scale = b.binary("multiply", b.convert(call.a_scale, acc), b.convert(call.b_scale, acc))
+            # Both scales multiply the product (the rewriter inverts divisors into them).
+            scale = b.binary("multiply", b.convert(call.a_scale, scale_t), b.convert(call.b_scale, scale_t))
             x = b.binary("multiply", x, b.broadcast_in_dim(scale, shape, []))
         if call.c is not None:
-            c = b.convert(call.c, acc)
+            if b.shape_of(call.c) != shape:
+                raise rw.op_error(op, f"the addend C has shape {b.shape_of(call.c)}, not D's {shape}")
+            c = b.convert(call.c, scale_t)
             if call.c_scale is not None:
-                c = b.binary("multiply", c, b.broadcast_in_dim(b.convert(call.c_scale, acc), shape, []))
+                c = b.binary("multiply", c, b.broadcast_in_dim(b.convert(call.c_scale, scale_t), shape, []))
             if beta != 1:
-                c = b.binary("multiply", c, b.scalar_constant(beta, acc, shape))
+                c = b.binary("multiply", c, b.scalar_constant(beta, scale_t, shape))
             x = b.binary("add", x, c)
         if call.bias is not None:
-            x = b.binary("add", x, _broadcast_bias(op, call, b.convert(call.bias, acc), d_t))
-        values = []
-        aux = b.convert(x, d_elem) if has_aux else None
-        x = _activation(x, activation)
+            x = b.binary("add", x, _broadcast_bias(op, call, b.convert(call.bias, scale_t), d_type))
+        aux = None
+        if epilogue.has_aux:
+            aux = b.convert(x, ir.RankedTensorType(results[1].type).element_type)
+        x = _activation(x, epilogue.activation)
         amax = None
         if has_amax:
             amax = b.reduce(b.unary("abs", x), list(range(len(shape))), "maximum", 0.0)
-            amax = b.convert(amax, ir.RankedTensorType(results[1 + has_aux].type).element_type)
+            amax = b.convert(amax, ir.RankedTensorType(results[1 + epilogue.has_aux].type).element_type)
         if call.d_scale is not None:
-            fmax = FP8_MAX[str(d_elem)]
-            x = b.binary("multiply", x, b.broadcast_in_dim(b.convert(call.d_scale, acc), shape, []))
-            x = b.op1("stablehlo.clamp", x.type, [b.scalar_constant(-fmax, acc, shape), x,
-                                                  b.scalar_constant(fmax, acc, shape)])
-        values.append(b.convert(x, d_elem))
-        if aux is not None:
-            values.append(aux)
-        if amax is not None:
-            values.append(amax)
+            fmax = FP8_OUTPUT_MAX[str(d_elem)]
+            x = b.binary("multiply", x, b.broadcast_in_dim(b.convert(call.d_scale, scale_t), shape, []))
+            x = b.clamp(b.scalar_constant(-fmax, scale_t), x, b.scalar_constant(fmax, scale_t))
+        values = [b.convert(x, d_elem)] + ([aux] if aux is not None else []) + ([amax] if amax is not None else [])
     _replace(op, values, n_values)
 
 
+def _dot_general(op: ir.Operation, lhs: ir.Value, rhs: ir.Value, gemm: dict[str, Any],
+                 result_type: ir.RankedTensorType) -> ir.Value:
+    attrs = {"dot_dimension_numbers": _dimension_numbers(gemm)}
+    precision = _precision_attr(gemm)
+    if precision is not None:
+        attrs["precision_config"] = precision
+    dot = rw.build.op("stablehlo.dot_general", [result_type], [lhs, rhs], attrs)
+    try:
+        dot.verify()
+    except ir.MLIRError as e:
+        raise rw.op_error(op, f"gemm_backend_config.dot_dimension_numbers do not give the output {result_type} "
+                              f"from {lhs.type} x {rhs.type}: {e}") from None
+    return dot.result
+
+
 def _replace(op: ir.Operation, values: list[ir.Value], n_values: int) -> None:
+    """Replace the value results; a workspace that something reads becomes zeros (its
+    contents are undefined), an unread one needs no replacement."""
     rest: list[ir.Value | None] = []
     for r in list(op.results)[n_values:]:
-        if rw.has_uses(r):  # a workspace someone reads: its contents are undefined; zeros
+        if rw.has_uses(r):
             with rw.at(op):
                 rest.append(rw.build.zeros_like_type(r.type))
         else:
@@ -259,38 +430,111 @@ def _replace(op: ir.Operation, values: list[ir.Value], n_values: int) -> None:
     rw.replace(op, values + rest)
 
 
-def _broadcast_bias(op: ir.Operation, call: GemmCall, bias: ir.Value, d_t: ir.RankedTensorType) -> ir.Value:
+def _broadcast_bias(op: ir.Operation, call: GemmOperands, bias: ir.Value, d_type: ir.RankedTensorType) -> ir.Value:
     """cuBLASLt adds the bias vector along D's physically most-minor dimensions: bias
-    dimension bias_m2m[i] runs along D dimension d_m2m[i] (FuseVectorBiasAdd's check)."""
+    dimension bias_m2m[i] runs along D dimension d_m2m[i] (FuseVectorBiasAdd's check,
+    MakeOutputColumnMajor); it is broadcast over every other dimension, batch included."""
     b = rw.build
-    bias_rank = ir.RankedTensorType(bias.type).rank
-    d_rank = d_t.rank
-    d_m2m = _layout(op, "hlo.result_layouts", 0, d_rank)
-    bias_m2m = _layout(op, "hlo.operand_layouts", call.bias_index, bias_rank)
-    dims = [0] * bias_rank
-    for i in range(bias_rank):
+    bias_shape = b.shape_of(bias)
+    if len(bias_shape) > d_type.rank:
+        raise rw.op_error(op, f"bias of shape {bias_shape} has more dimensions than the output {d_type}")
+    d_m2m = _layout(op, "result", 0, d_type.rank)
+    bias_m2m = _layout(op, "operand", call.bias_index, len(bias_shape))
+    dims = [0] * len(bias_shape)
+    for i in range(len(bias_shape)):
         dims[bias_m2m[i]] = d_m2m[i]
-    for i, d in enumerate(dims):
-        if b.shape_of(bias)[i] != d_t.shape[d]:
-            raise rw.op_error(op, f"bias of shape {b.shape_of(bias)} does not run along output dims {dims} of {d_t}")
-    return b.broadcast_in_dim(bias, d_t.shape, dims)
+    if any(bias_shape[i] != d_type.shape[d] for i, d in enumerate(dims)):
+        raise rw.op_error(op, f"bias of shape {bias_shape} does not run along the physically minor dimensions "
+                              f"{dims} of the output {d_type} (layout {d_m2m})")
+    return b.broadcast_in_dim(bias, list(d_type.shape), dims)
 
 
 def _activation(x: ir.Value, activation: str | None) -> ir.Value:
     b = rw.build
-    shape = b.shape_of(x)
-    et = b.element_type_of(x)
     if activation is None:
         return x
+    shape = b.shape_of(x)
+    et = b.element_type_of(x)
+
+    def const(v: float) -> ir.Value:
+        return b.scalar_constant(v, et, shape)
+
     if activation == "relu":
-        return b.binary("maximum", x, b.scalar_constant(0.0, et, shape))
+        return b.binary("maximum", x, const(0.0))
     if activation == "silu":
         return b.binary("multiply", x, b.unary("logistic", x))
     # GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-    c = lambda v: b.scalar_constant(v, et, shape)  # noqa: E731
     cube = b.binary("multiply", x, b.binary("multiply", x, x))
-    inner = b.binary("multiply", c(math.sqrt(2 / math.pi)), b.binary("add", x, b.binary("multiply", c(0.044715), cube)))
-    return b.binary("multiply", b.binary("multiply", c(0.5), x), b.binary("add", c(1.0), b.unary("tanh", inner)))
+    inner = b.binary("multiply", const(math.sqrt(2 / math.pi)), b.binary("add", x, b.binary("multiply", const(0.044715), cube)))
+    return b.binary("multiply", b.binary("multiply", const(0.5), x), b.binary("add", const(1.0), b.unary("tanh", inner)))
+
+
+# ---------------------------------------------------------------------------------------
+# Block-scaled (MX) dot
+
+
+def lower_cublas_lt_matmul_mx(op: ir.Operation) -> None:
+    """`__cublas$lt$matmul$mx(lhs, rhs, lhs_scale, rhs_scale)` (ROCm hipBLASLt, written by
+    BlockScalingRewriter / HipblasLtBackend::ApplyConfig) → the dequantized dot of
+    BlockScalingRewriter's reference expansion (BuildDequantize): each scale multiplies a
+    block of `K / scale.shape[k]` consecutive elements along the contracting dimension.
+    Dequantizing in f32 is exact (the e8m0 scales are powers of two); the dot accumulates
+    in f32 and the output is rounded once to D's type."""
+    b = rw.build
+    config = rw.backend_config(op)
+    gemm = config.get("gemm_backend_config") or {}
+    if len(op.operands) != 4:
+        raise rw.op_error(op, f"expected operands (lhs, rhs, lhs_scale, rhs_scale); found {len(op.operands)}")
+    if _number(op, gemm, "beta", 0.0) != 0 or _epilogue(op, gemm) != EPILOGUES["DEFAULT"]:
+        raise rw.op_error(op, "gemm_backend_config beta/epilogue: XLA writes MX calls with beta=0 and no epilogue")
+    alpha = _number(op, gemm, "alpha_real", 1.0)
+    results = list(op.results)
+    if not results or any(not _is_workspace(r) for r in results[1:]):
+        raise rw.op_error(op, "expected results (D, workspace)")
+    d_type = ir.RankedTensorType(results[0].type)
+    lhs, rhs, lhs_scale, rhs_scale = op.operands
+    rank = len(b.shape_of(lhs))
+    dims = gemm.get("dot_dimension_numbers")
+    if dims:
+        lhs_c, rhs_c = _ints(dims.get("lhs_contracting_dimensions")), _ints(dims.get("rhs_contracting_dimensions"))
+        lhs_b, rhs_b = _ints(dims.get("lhs_batch_dimensions")), _ints(dims.get("rhs_batch_dimensions"))
+    else:
+        # block_scaling_rewriter: contracting = the last dimension, batch = dimension 0 of rank 3.
+        lhs_c, rhs_c = [rank - 1], [len(b.shape_of(rhs)) - 1]
+        lhs_b = rhs_b = [0] if rank == 3 else []
+    if len(lhs_c) != 1 or len(rhs_c) != 1:
+        raise rw.op_error(op, "gemm_backend_config.dot_dimension_numbers: a block-scaled dot has one contracting dimension")
+    f32 = ir.F32Type.get()
+    with rw.at(op):
+        lhs_f32 = _dequantize(op, lhs, lhs_scale, lhs_c[0], f32)
+        rhs_f32 = _dequantize(op, rhs, rhs_scale, rhs_c[0], f32)
+        x = _dot_general(op, lhs_f32, rhs_f32, {"dot_dimension_numbers": {
+            "lhs_contracting_dimensions": lhs_c, "rhs_contracting_dimensions": rhs_c,
+            "lhs_batch_dimensions": lhs_b, "rhs_batch_dimensions": rhs_b}},
+            ir.RankedTensorType.get(list(d_type.shape), f32))
+        if alpha != 1:
+            x = b.binary("multiply", x, b.scalar_constant(alpha, f32, list(d_type.shape)))
+        d = b.convert(x, d_type.element_type)
+    _replace(op, [d], 1)
+
+
+def _dequantize(op: ir.Operation, x: ir.Value, scale: ir.Value, k_dim: int, f32: ir.Type) -> ir.Value:
+    b = rw.build
+    x_shape, s_shape = b.shape_of(x), b.shape_of(scale)
+    if len(s_shape) != len(x_shape) or any(s != d for i, (s, d) in enumerate(zip(s_shape, x_shape)) if i != k_dim) \
+            or s_shape[k_dim] == 0 or x_shape[k_dim] % s_shape[k_dim]:
+        raise rw.op_error(op, f"scale of shape {s_shape} does not block operand {x_shape} along dimension {k_dim}")
+    block = x_shape[k_dim] // s_shape[k_dim]
+    # scale[..., j, ...] covers x[..., j*block:(j+1)*block, ...]: broadcast a block axis
+    # right after k_dim and merge it (row-major) into k_dim.
+    blocked = s_shape[:k_dim + 1] + [block] + s_shape[k_dim + 1:]
+    s = b.broadcast_in_dim(b.convert(scale, f32), blocked, [i if i <= k_dim else i + 1 for i in range(len(s_shape))])
+    s = b.reshape(s, x_shape)
+    return b.binary("multiply", b.convert(x, f32), s)
+
+
+# ---------------------------------------------------------------------------------------
+# Triangular solve
 
 
 def lower_cublas_triangular_solve(op: ir.Operation) -> None:
@@ -303,6 +547,8 @@ def lower_cublas_triangular_solve(op: ir.Operation) -> None:
     transpose = config.get("transpose_a", "NO_TRANSPOSE")
     if isinstance(transpose, int):
         transpose = ["TRANSPOSE_INVALID", "NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"][transpose]
+    if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
+        raise rw.op_error(op, f"backend_config.transpose_a {transpose} is not a triangular-solve option")
     with rw.at(op):
         x = b.op1("stablehlo.triangular_solve", op.results[0].type, list(op.operands), {
             "left_side": ir.BoolAttr.get(bool(config.get("left_side", False))),

@@ -22,9 +22,10 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
     """Recreate `op` with only the results in `keep` (regions and per-result
     attributes follow)."""
     attrs = {name: op.attributes[name] for name in op.attributes}
-    if "result_layouts" in attrs:
-        layouts = list(ir.ArrayAttr(attrs["result_layouts"]))
-        attrs["result_layouts"] = ir.ArrayAttr.get([layouts[i] for i in keep])
+    for key in ("result_layouts", "hlo.result_layouts"):  # one layout per result: keep them aligned
+        if key in attrs:
+            layouts = list(ir.ArrayAttr(attrs[key]))
+            attrs[key] = ir.ArrayAttr.get([layouts[i] for i in keep])
     with rw.at(op):
         new = ir.Operation.create(op.name, results=[op.results[i].type for i in keep],
                                   operands=list(op.operands), attributes=attrs, regions=len(op.regions))
