@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 
-def te_module(seq: int, batch: int = 4, heads: int = 48, groups: int = 8, dim: int = 128) -> str:
+def te_module(seq: int, batch: int = 4, heads: int = 48, groups: int = 8, dim: int = 128,
+              backward: bool = True) -> str:
     cfg = (f"{{attn_heads = {heads} : i64, bias_batch = 0 : i64, bias_heads = 0 : i64, bias_type = 0 : i64, "
            f"deterministic = false, dropout_probability = 0.000000e+00 : f64, input_batch = {batch} : i64, "
            f"is_training = true, kv_max_seqlen = {seq} : i64, mask_type = 2 : i64, max_segments_per_seq = 1 : i64, "
@@ -50,22 +51,26 @@ ENTRY main {{
   o = {q} get-tuple-element(fwd), index=0
   lse = {aux} get-tuple-element(fwd), index=1
   rng = u32[2,4] get-tuple-element(fwd), index=2
-  bwd = ({q}, {kv}, {kv}, bf16[0], u8[1616904192]) custom-call(q, k, v, bias, lse, rng, o, dout, cu, cu, e, e, e, e, e, e), custom_call_target="te_fused_attn_backward_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={cfg}
-  dq = {q} get-tuple-element(bwd), index=0
-  dk = {kv} get-tuple-element(bwd), index=1
-  dv = {kv} get-tuple-element(bwd), index=2
-  ROOT t = ({q}, {q}, {kv}, {kv}) tuple(o, dq, dk, dv)
+  {backward_text(q, kv, cfg) if backward else f"ROOT t = ({q}, {aux}) tuple(o, lse)"}
 }}
 """
 
 
-def run_ours(seq: int) -> dict:
+def backward_text(q: str, kv: str, cfg: str) -> str:
+    return f"""bwd = ({q}, {kv}, {kv}, bf16[0], u8[1616904192]) custom-call(q, k, v, bias, lse, rng, o, dout, cu, cu, e, e, e, e, e, e), custom_call_target="te_fused_attn_backward_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={cfg}
+  dq = {q} get-tuple-element(bwd), index=0
+  dk = {kv} get-tuple-element(bwd), index=1
+  dv = {kv} get-tuple-element(bwd), index=2
+  ROOT t = ({q}, {q}, {kv}, {kv}) tuple(o, dq, dk, dv)"""
+
+
+def run_ours(seq: int, backward: bool) -> dict:
     """In this (child) process: convert, compile, run once; times and peak RSS."""
     from converter.api import convert_text
     from converter.runtime import program_from_module
 
     start = time.perf_counter()
-    program = program_from_module(convert_text(te_module(seq), "attention_bench.hlo"))
+    program = program_from_module(convert_text(te_module(seq, backward=backward), "attention_bench.hlo"))
     convert = time.perf_counter() - start
     program.compile()
     inputs = program.random_inputs(seed=0)
@@ -73,7 +78,7 @@ def run_ours(seq: int) -> dict:
     start = time.perf_counter()
     program.execute_on_device(device_args)
     run = time.perf_counter() - start
-    return {"seq": seq, "convert_s": convert, "compile_s": program.timings["compile"], "fwd_bwd_s": run,
+    return {"seq": seq, "convert_s": convert, "compile_s": program.timings["compile"], "run_s": run,
             "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
@@ -98,25 +103,34 @@ def run_jax(seq: int, batch: int = 4, heads: int = 48, groups: int = 8, dim: int
     return time.perf_counter() - start
 
 
+def child(seq: int, backward: bool) -> dict:
+    """One measurement in a fresh process, so that its peak RSS is its own."""
+    args = [sys.executable, __file__, "--child", str(seq)] + ([] if backward else ["--forward-only"])
+    result = subprocess.run(args, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(result.stderr[-3000:])
+        raise SystemExit(f"the child run at seq {seq} failed")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seq", type=int, default=8192)
     parser.add_argument("--compare-seq", type=int, default=2048)
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--forward-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_ours(args.child)))
+        print(json.dumps(run_ours(args.child, backward=not args.forward_only)))
         return
     for seq, compare in ((args.seq, False), (args.compare_seq, True)):
-        child = subprocess.run([sys.executable, __file__, "--child", str(seq)], capture_output=True, text=True)
-        if child.returncode != 0:
-            print(child.stderr[-3000:])
-            raise SystemExit(f"the child run at seq {seq} failed")
-        ours = json.loads(child.stdout.strip().splitlines()[-1])
-        line = (f"seq {seq}: ours fwd+bwd {ours['fwd_bwd_s']:.1f} s, peak RSS {ours['peak_rss_gb']:.2f} GB "
-                f"(convert {ours['convert_s']:.2f} s, compile {ours['compile_s']:.1f} s)")
+        forward = child(seq, backward=False)
+        both = child(seq, backward=True)
+        line = (f"seq {seq}: ours forward {forward['run_s']:.1f} s (peak RSS {forward['peak_rss_gb']:.2f} GB), "
+                f"forward+backward {both['run_s']:.1f} s (peak RSS {both['peak_rss_gb']:.2f} GB; "
+                f"convert {both['convert_s']:.2f} s, compile {both['compile_s']:.1f} s)")
         if compare:
-            line += f"; jax.nn.dot_product_attention (xla) fwd+bwd {run_jax(seq):.1f} s"
+            line += f"; jax.nn.dot_product_attention (xla) forward+backward {run_jax(seq):.1f} s"
         print(line, flush=True)
 
 

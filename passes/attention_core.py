@@ -70,17 +70,25 @@ class AttentionConfig:
         return self.q_heads // self.kv_heads
 
     def blocks(self) -> tuple[int, int]:
-        bq = self.block_q or _block_size(self.q_len, self.q_heads, self.kv_len)
-        bk = self.block_k or _block_size(self.kv_len, self.q_heads, self.q_len)
-        return bq, bk
+        """(query block, key block): the given sizes, else whole sequences (the direct form)
+        for short sequences (≤ DIRECT_MAX_LEN) whose whole score matrix stays within
+        SCORE_BLOCK_ELEMENTS, else the largest power-of-two square block (16 … 512) whose
+        scores for every batch entry and head fit it."""
+        if self.block_q or self.block_k:
+            return self.block_q or self.block_k, self.block_k or self.block_q
+        rows = self.batch * self.q_heads
+        if max(self.q_len, self.kv_len) <= DIRECT_MAX_LEN and rows * self.q_len * self.kv_len <= SCORE_BLOCK_ELEMENTS:
+            return self.q_len, self.kv_len
+        size = 512
+        while size > 16 and rows * size * size > SCORE_BLOCK_ELEMENTS:
+            size //= 2
+        return min(size, self.q_len), min(size, self.kv_len)
 
 
-def _block_size(length: int, heads: int, other: int) -> int:
-    """Whole sequences while the score block stays small; else 512-row blocks (a
-    [heads, 512, 512] f32 block per batch entry, a few hundred MB at most)."""
-    if length * other * heads <= 2**24:
-        return length
-    return min(length, 512)
+# One f32 score block (and its exponentials, P and dP in the backward) for every batch
+# entry and head: 2^26 elements are 256 MB, so a few live copies stay around a GB.
+SCORE_BLOCK_ELEMENTS = 2**26
+DIRECT_MAX_LEN = 1024
 
 
 @dataclass
@@ -151,17 +159,13 @@ def _scalar_mul(x: ir.Value, value: float) -> ir.Value:
 
 
 def _pad_axis(x: ir.Value, axis: int, size: int) -> ir.Value:
+    """Zero-pad one axis at its end up to `size`."""
     shape = b.shape_of(x)
     if shape[axis] == size:
         return x
     high = [0] * len(shape)
     high[axis] = size - shape[axis]
-    zero = b.scalar_constant(0, b.element_type_of(x))
-    out_shape = list(shape)
-    out_shape[axis] = size
-    return b.op1("stablehlo.pad", b.tensor_type_like(x, out_shape), [x, zero], {
-        "edge_padding_low": b.i64_array([0] * len(shape)), "edge_padding_high": b.i64_array(high),
-        "interior_padding": b.i64_array([0] * len(shape))})
+    return b.pad(x, [0] * len(shape), high)
 
 
 def _for_range(lo: ir.Value, hi: ir.Value, carried: list[ir.Value], invariants: list[ir.Value], body):
@@ -191,7 +195,7 @@ def _floordiv(x: ir.Value, d: int) -> ir.Value:
 
 
 def _clamp_i32(lo: int, x: ir.Value, hi: int) -> ir.Value:
-    return b.op1("stablehlo.clamp", x.type, [_i32(lo), x, _i32(hi)])
+    return b.clamp(_i32(lo), x, _i32(hi))
 
 
 # ------------------------------------------------------------------------ masks
@@ -306,7 +310,7 @@ def lse_to_segment_major(lse: ir.Value, lengths: ir.Value, starts: ir.Value) -> 
     shape = [count, s]
     position = b.iota(i32, shape, 1)
     index = _add(_bcast(b.convert(starts, i32), shape, [0]), position)
-    index = b.op1("stablehlo.clamp", index.type, [_full(0, shape, i32), index, _full(n * s - 1, shape, i32)])
+    index = b.clamp(_full(0, shape, i32), index, _full(n * s - 1, shape, i32))
     picked = b.gather(tokens, b.reshape(index, [count, s, 1]), [count, s, h], offset_dims=[2],
                       collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=2, slice_sizes=[1, h])
     valid = b.compare(position, _bcast(b.convert(lengths, i32), shape, [0]), "LT", "SIGNED")
@@ -321,9 +325,8 @@ def lse_from_segment_major(stats: ir.Value, segment: ir.Value, position: ir.Valu
     count, h, s = b.shape_of(stats)
     n, seq = b.shape_of(segment)
     shape = [n, seq]
-    slot = b.op1("stablehlo.clamp", segment.type, [_full(0, shape, i32), _sub(segment, _full(1, shape, i32)),
-                                                   _full(count - 1, shape, i32)])
-    pos = b.op1("stablehlo.clamp", position.type, [_full(0, shape, i32), position, _full(s - 1, shape, i32)])
+    slot = b.clamp(_full(0, shape, i32), _sub(segment, _full(1, shape, i32)), _full(count - 1, shape, i32))
+    pos = b.clamp(_full(0, shape, i32), position, _full(s - 1, shape, i32))
     index = b.concatenate([b.reshape(slot, [n, seq, 1]), b.reshape(pos, [n, seq, 1])], 2)
     picked = b.gather(b.transpose(b.convert(stats, _f32()), [0, 2, 1]), index, [n, seq, h], offset_dims=[2],
                       collapsed_slice_dims=[0, 1], start_index_map=[0, 1], index_vector_dim=2, slice_sizes=[1, 1, h])

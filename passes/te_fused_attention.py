@@ -222,6 +222,14 @@ def _seed_u64(op: ir.Operation, seed: ir.Value) -> ir.Value:
     return b.binary("or", lo, b.binary("shift_left", hi, b.scalar_constant(32, u64)))
 
 
+def _seed_readable(seed: ir.Value) -> bool:
+    """Whether _seed_u64 can read 8 bytes from the seed operand."""
+    b = rw.build
+    element, count = b.element_type_of(seed), math.prod(b.shape_of(seed))
+    width = ir.IntegerType(element).width if isinstance(element, ir.IntegerType) else 0
+    return (width == 32 and count >= 2) or (width == 64 and count >= 1)
+
+
 def _lengths(op: ir.Operation, cu: ir.Value, count: int, what: str) -> ir.Value:
     """L[i] = cu[i+1] − cu[i] for i < count, as i32 [count] (the kernel reads no further)."""
     b = rw.build
@@ -450,7 +458,7 @@ def _rng_state(op: ir.Operation, seed: ir.Value | None, rng_type: ir.Type, neede
     t = ir.RankedTensorType(rng_type)
     element, shape = t.element_type, list(t.shape)
     u32 = ir.IntegerType.get_unsigned(32)
-    if seed is None or element != u32 or not shape or shape[-1] < 2:
+    if seed is None or element != u32 or not shape or shape[-1] < 2 or not _seed_readable(seed):
         if needed:
             raise rw.op_error(op, f"rng_state of type {rng_type} cannot carry the dropout seed to the backward "
                                   "(expected u32[..., 4])")
