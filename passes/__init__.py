@@ -4,7 +4,9 @@ shared rewriting helpers, and one module per pass."""
 from passes import (  # noqa: F401  (each module registers its passes)
     collective_cleanup,
     cublas_gemm,
+    cudnn_conv,
     cudnn_fmha,
+    cusolver,
     custom_call_policy,
     drop_unused_results,
     partitions_to_replicas,

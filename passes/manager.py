@@ -22,6 +22,8 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "topk",
     "threefry",
     "cublas-gemm",
+    "cudnn-conv",
+    "cusolver",
     "te-fused-attention",
     "cudnn-fmha",
     "drop-unused-results",

@@ -227,12 +227,28 @@ def test_element_type_changing_bitcasts_of_equal_width(source, result):
     _assert_same_bits(out, reinterpret(x, source, result))
 
 
+WIDTH_CHANGING = [
+    ("f32[12]{0}", "u16[12,2]{1,0}"),  # XLA GPU's bitcast of jax.lax.bitcast_convert_type(f32, u16)
+    ("f32[3,4]{0,1}", "u8[4,3,4]{2,0,1}"),
+    ("u16[6,2]{1,0}", "f32[6]{0}"),
+    ("s8[2,4,3]{1,2,0}", "s32[2,3]{1,0}"),
+    ("f64[5]{0}", "bf16[20]{0}"),
+]
+
+
+@pytest.mark.parametrize("source,result", WIDTH_CHANGING)
+def test_bitcasts_between_element_widths_read_the_bytes_in_memory_order(source, result):
+    x = _values(source)
+    (out,) = run_ours(_module(source, result), [x])
+    _assert_same_bits(out, reinterpret(x, source, result))
+
+
 def test_bitcasts_that_change_the_byte_count_are_rejected():
     hlo = _module("f32[2,3]{1,0}", "f32[7]{0}")
     with pytest.raises(HloImportError, match=r"%b \(bitcast\): bitcast from .* changes the number of bytes"):
         convert_text(hlo, "<test>", pipeline="none")
     hlo = _module("f32[2,3]{1,0}", "f16[6]{0}")
-    with pytest.raises(HloImportError, match=r"%b \(bitcast\)"):
+    with pytest.raises(HloImportError, match=r"%b \(bitcast\): bitcast from .* changes the number of bytes"):
         convert_text(hlo, "<test>", pipeline="none")
 
 

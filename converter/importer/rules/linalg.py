@@ -108,17 +108,7 @@ def import_convolution(ctx, lhs, rhs):
     if dims and len(dims) != rank:
         raise ctx.error(f"window has {len(dims)} dimensions, dim_labels {rank} spatial ones")
     attrs = {
-        "dimension_numbers": stablehlo.ConvDimensionNumbers.get(
-            input_batch_dimension=labels.input_batch,
-            input_feature_dimension=labels.input_feature,
-            input_spatial_dimensions=list(labels.input_spatial),
-            kernel_input_feature_dimension=labels.kernel_input_feature,
-            kernel_output_feature_dimension=labels.kernel_output_feature,
-            kernel_spatial_dimensions=list(labels.kernel_spatial),
-            output_batch_dimension=labels.output_batch,
-            output_feature_dimension=labels.output_feature,
-            output_spatial_dimensions=list(labels.output_spatial),
-        ),
+        "dimension_numbers": b.conv_dimension_numbers(labels),
         "feature_group_count": b.i64_attr(a.get("feature_group_count", 1)),
         "batch_group_count": b.i64_attr(a.get("batch_group_count", 1)),
     }

@@ -3,6 +3,8 @@ slices, concatenate, pad, reverse, iota, dynamic shapes."""
 
 from __future__ import annotations
 
+import math
+
 from jaxlib.mlir import ir
 
 from converter.hlo.ir import ELEMENT_BITS, Shape
@@ -61,9 +63,9 @@ def import_bitcast(ctx, x):
     inverse = [0] * len(dst_order)
     for i, d in enumerate(dst_order):
         inverse[d] = i
+    if src.element_type != dst.element_type and src_bits != dst_bits:
+        return b.transpose(_bitcast_bytes(ctx, b.transpose(x, src_order), src_bits, dst_bits, dst_phys), inverse)
     if src.element_type != dst.element_type:
-        if src_bits != dst_bits:
-            raise ctx.error(f"bitcast between {src.element_type} and {dst.element_type} of different widths")
         x = b.op1("stablehlo.bitcast_convert",
                   b.tensor_type_like(x, element=ir.RankedTensorType(ctx.result_type()).element_type), [x])
     if _moves_only_unit_dims(src.dims, src_order) and _moves_only_unit_dims(dst_phys, inverse):
@@ -72,6 +74,23 @@ def import_bitcast(ctx, x):
     y = b.transpose(x, src_order)
     y = b.reshape(y, dst_phys)
     return b.transpose(y, inverse)
+
+
+def _bitcast_bytes(ctx, x, src_bits: int, dst_bits: int, dst_phys: list[int]):
+    """Reinterpret x (in physical order) as elements of another width, in physical order
+    `dst_phys`: StableHLO's bitcast_convert splits a wide element into a trailing dim of
+    narrow ones (or joins that dim), in memory order, as the bytes lie."""
+    dst_element = ir.RankedTensorType(ctx.result_type()).element_type
+    flat = b.reshape(x, [math.prod(b.shape_of(x))])
+    n = b.shape_of(flat)[0]
+    if src_bits > dst_bits:
+        ratio = src_bits // dst_bits
+        y = b.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n, ratio], dst_element), [flat])
+    else:
+        ratio = dst_bits // src_bits
+        grouped = b.reshape(flat, [n // ratio, ratio])
+        y = b.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n // ratio], dst_element), [grouped])
+    return b.reshape(y, dst_phys)
 
 
 def _same_tiled_storage(src: Shape, dst: Shape) -> bool:

@@ -1,0 +1,214 @@
+"""cusolver: jaxlib's GPU linear-algebra FFI calls → StableHLO, or jaxlib's CPU LAPACK calls.
+
+StableHLO has Cholesky and triangular solves but no LU, QR, eigen- or singular-value
+decomposition; on CPU JAX itself calls LAPACK through jaxlib's `lapack_*_ffi` targets.
+The GPU calls whose operands, results and layouts (column-major, as cuSOLVER's) are
+LAPACK's become those targets (kept, marked cpu_only by custom-call-policy):
+- `cusolver_getrf_ffi` / `cublas_getrf_batched_ffi` (a) → (lu, 1-based pivots, info):
+  `lapack_?getrf_ffi`;
+- `cusolver_geqrf_ffi` / `cublas_geqrf_batched_ffi` (a) → (a, tau): `lapack_?geqrf_ffi`;
+- `cusolver_orgqr_ffi` (a, tau) → q: `lapack_?orgqr_ffi` / `lapack_?ungqr_ffi`;
+- `cusolver_syevd_ffi` (a) {lower} → (v, w ascending, info): `lapack_?syevd_ffi` /
+  `?heevd` with mode 'V' (cuSOLVER's syevd always computes vectors);
+- `cusolver_gesvdj_ffi` (a) {compute_uv, full_matrices} → (a, s, u, V, info):
+  `lapack_?gesdd_ffi` in mode 'A', 'S' or 'N', whose last matrix is Vᴴ (adjoint taken).
+`cu_lu_pivots_to_permutation` (0-based pivots) → permutation is a StableHLO loop of swaps.
+
+`cusolver_potrf_ffi(a)` (jax.lax.linalg.cholesky on GPU; hip: `hipsolver_potrf_ffi`)
+returns (factor, info): cuSOLVER's POTRF writes the factor into the requested triangle
+and `info` = 0, or the 1-based order of the leading minor that is not positive definite.
+JAX turns a non-zero info into NaNs and keeps only the triangle, so the rewrite is
+`stablehlo.cholesky` (which leaves the other triangle implementation-defined, as cuSOLVER
+leaves it unchanged) and cuSOLVER's info.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from passes import rewrite as rw
+from passes.registry import PassOptions, register_pass
+
+POTRF_TARGETS = ("cusolver_potrf_ffi", "hipsolver_potrf_ffi")
+PIVOTS_TARGETS = ("cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation")
+# GPU target → (LAPACK routine for real types, for complex types).
+LAPACK_EQUIVALENT = {
+    "getrf_ffi": ("getrf", "getrf"), "getrf_batched_ffi": ("getrf", "getrf"),
+    "geqrf_ffi": ("geqrf", "geqrf"), "geqrf_batched_ffi": ("geqrf", "geqrf"),
+    "orgqr_ffi": ("orgqr", "ungqr"), "syevd_ffi": ("syevd", "heevd"), "gesvdj_ffi": ("gesdd", "gesdd"),
+}
+LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for prefix in (
+    ("cublas", "hipblas") if "batched" in suffix else ("cusolver", "hipsolver")))
+LAPACK_TYPE_LETTER = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
+
+
+@register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky → stablehlo.cholesky, LU pivots → a loop, "
+                           "LU/QR/eigh/SVD → jaxlib's CPU LAPACK calls",
+               targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS)
+def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
+    for op in rw.custom_calls(module, POTRF_TARGETS):
+        lower_potrf(op)
+    for op in rw.custom_calls(module, PIVOTS_TARGETS):
+        lower_lu_pivots_to_permutation(op)
+    for op in rw.custom_calls(module, LAPACK_TARGETS):
+        retarget_to_lapack(op)
+
+
+def retarget_to_lapack(op: ir.Operation) -> None:
+    b = rw.build
+    target = rw.call_target(op)
+    suffix = target.split("_", 1)[1]
+    element = ir.RankedTensorType(op.operands[0].type).element_type
+    letter = LAPACK_TYPE_LETTER.get(str(element))
+    if letter is None:
+        raise rw.op_error(op, f"LAPACK has no routine for {element}")
+    routine = LAPACK_EQUIVALENT[suffix][letter in "cz"]
+    config = rw.backend_config(op)
+    attrs = {name: op.attributes[name] for name in op.attributes}
+    attrs["call_target_name"] = ir.StringAttr.get(f"lapack_{letter}{routine}_ffi")
+    u8 = ir.IntegerType.get_unsigned(8)
+    ffi_attrs: dict[str, ir.Attribute] = {}
+    if routine in ("syevd", "heevd"):
+        ffi_attrs = {"mode": ir.IntegerAttr.get(u8, ord("V")),
+                     "uplo": ir.IntegerAttr.get(u8, ord("L" if config.get("lower", True) else "U"))}
+    elif routine == "gesdd":
+        mode = "N" if not config.get("compute_uv", True) else ("A" if config.get("full_matrices", True) else "S")
+        ffi_attrs = {"mode": ir.IntegerAttr.get(u8, ord(mode))}
+    attrs["backend_config"] = ir.DictAttr.get(ffi_attrs)
+    with rw.at(op):
+        new = ir.Operation.create("stablehlo.custom_call", results=[r.type for r in op.results],
+                                  operands=list(op.operands), attributes=attrs)
+        values = list(new.results)
+        if routine == "gesdd" and config.get("compute_uv", True):
+            vt = values[3]  # LAPACK returns Vᴴ where cuSOLVER's gesvdj returns V
+            rank = len(b.shape_of(vt))
+            v = b.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
+            values[3] = v if letter in "sd" else b.op1("stablehlo.complex", v.type, [b.op1("stablehlo.real", _real_type(v), [v]),
+                                                    b.unary("negate", b.op1("stablehlo.imag", _real_type(v), [v]))])
+    rw.replace(op, values)
+
+
+def _real_type(v: ir.Value) -> ir.Type:
+    t = ir.RankedTensorType(v.type)
+    return ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
+
+
+def lower_lu_pivots_to_permutation(op: ir.Operation) -> None:
+    """perm = iota; for i < k: swap perm[i], perm[pivots[i]] (pivots 0-based; out-of-range
+    pivots skipped, as jaxlib's kernel does), per batch element."""
+    b = rw.build
+    (pivots,) = list(op.operands)
+    out_t = ir.RankedTensorType(op.results[0].type)
+    *batch, size = list(out_t.shape)
+    k = b.shape_of(pivots)[-1]
+    s32 = ir.IntegerType.get_signless(32)
+    nb = len(batch)
+    with rw.at(op):
+        zero = b.scalar_constant(0, s32)
+        pivots = b.convert(pivots, s32)
+        start = b.iota(s32, batch + [size], nb)
+        positions = b.iota(s32, batch + [size], nb)
+
+        def cond(i, perm):
+            return b.compare(i, b.scalar_constant(k, s32), "LT", "SIGNED")
+
+        def body(i, perm):
+            j = b.reshape(b.dynamic_slice(pivots, [zero] * nb + [i], batch + [1]), batch)
+            valid = b.binary("and", b.compare(j, b.scalar_constant(0, s32, batch), "GE", "SIGNED"),
+                             b.compare(j, b.scalar_constant(size, s32, batch), "LT", "SIGNED"))
+            j = b.select(valid, j, b.broadcast_in_dim(i, batch, []))
+            at_i = b.compare(positions, b.broadcast_in_dim(i, batch + [size], []), "EQ", "SIGNED")
+            at_j = b.compare(positions, b.broadcast_in_dim(j, batch + [size], list(range(nb))), "EQ", "SIGNED")
+            value_i = b.reduce(b.select(at_i, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
+            value_j = b.reduce(b.select(at_j, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
+            spread = list(range(nb))
+            perm = b.select(at_i, b.broadcast_in_dim(value_j, batch + [size], spread), perm)
+            perm = b.select(at_j, b.broadcast_in_dim(value_i, batch + [size], spread), perm)
+            return [b.binary("add", i, b.scalar_constant(1, s32)), perm]
+
+        _, perm = b.while_loop([zero, start], cond, body)
+        if out_t.element_type != s32:
+            perm = b.convert(perm, out_t.element_type)
+    rw.replace(op, [perm])
+
+
+def lower_potrf(op: ir.Operation) -> None:
+    b = rw.build
+    config = rw.backend_config(op)
+    lower = bool(config.get("lower", True))
+    (a,) = list(op.operands)
+    a_t = ir.RankedTensorType(a.type)
+    shape = list(a_t.shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise rw.op_error(op, f"expects a batch of square matrices, got {a_t}")
+    n = shape[-1]
+    batch = shape[:-2]
+    with rw.at(op):
+        factor = b.op1("stablehlo.cholesky", a_t, [a], {"lower": ir.BoolAttr.get(lower)})
+        results = [factor]
+        if len(op.results) > 1:
+            results.append(_info(op, a, factor, batch, n, lower))
+    rw.replace(op, results)
+
+
+def _info(op: ir.Operation, a: ir.Value, factor: ir.Value, batch: list[int], n: int, lower: bool) -> ir.Value:
+    """s32[batch]: 0 where the factorization succeeded, else the order of the first leading
+    minor that is not positive definite.  XLA's Cholesky fills a failed factor with NaNs,
+    which hides where it failed, so only when some factor is not finite is the order found
+    by an unblocked factorization (a loop of n rank-1 updates) of the input."""
+    b = rw.build
+    info_t = ir.RankedTensorType(op.results[1].type)
+    s32 = ir.IntegerType.get_signless(32)
+    i1 = ir.IntegerType.get_signless(1)
+    rank = len(batch) + 2
+    finite = b.op1("stablehlo.is_finite", b.tensor_type_like(factor, element=i1), [factor])
+    all_finite = b.reduce(finite, list(range(rank)), "and", 1)
+    branch = b.op("stablehlo.if", [ir.RankedTensorType.get(batch, s32)], [all_finite], regions=2)
+    with ir.InsertionPoint(branch.regions[0].blocks.append()):
+        stablehlo.ReturnOp([b.scalar_constant(0, s32, batch)])
+    with ir.InsertionPoint(branch.regions[1].blocks.append()):
+        stablehlo.ReturnOp([_first_failing_minor(a, batch, n, lower)])
+    info = branch.results[0]
+    if info_t.element_type != s32 or list(info_t.shape) != batch:
+        info = b.reshape(b.convert(info, info_t.element_type), list(info_t.shape))
+    return info
+
+
+def _first_failing_minor(a: ir.Value, batch: list[int], n: int, lower: bool) -> ir.Value:
+    b = rw.build
+    s32 = ir.IntegerType.get_signless(32)
+    rank = len(batch) + 2
+    et = b.element_type_of(a)
+    full = batch + [n, n]
+    rows, cols = b.iota(s32, full, rank - 2), b.iota(s32, full, rank - 1)
+    # The symmetric matrix the requested triangle describes (cuSOLVER reads only that one).
+    keep = b.compare(rows, cols, "GE" if lower else "LE", "SIGNED")
+    tri = b.select(keep, a, b.scalar_constant(0, et, full))
+    perm = list(range(len(batch))) + [rank - 1, rank - 2]
+    strict = b.select(b.compare(rows, cols, "EQ", "SIGNED"), b.scalar_constant(0, et, full), tri)
+    sym = b.binary("add", tri, b.transpose(strict, perm))
+    zero_i = b.scalar_constant(0, s32)
+
+    def cond(k, m, info):
+        return b.compare(k, b.scalar_constant(n, s32), "LT", "SIGNED")
+
+    def body(k, m, info):
+        starts = [zero_i] * len(batch)
+        pivot = b.reshape(b.dynamic_slice(m, starts + [k, k], batch + [1, 1]), batch)
+        failed = b.unary("not", b.compare(pivot, b.scalar_constant(0, et, batch), "GT", "FLOAT"))
+        first = b.binary("and", failed, b.compare(info, b.scalar_constant(0, s32, batch), "EQ", "SIGNED"))
+        k1 = b.binary("add", k, b.scalar_constant(1, s32))
+        info = b.select(first, b.broadcast_in_dim(k1, batch, []), info)
+        root = b.unary("sqrt", b.select(failed, b.scalar_constant(1, et, batch), pivot))
+        column = b.reshape(b.dynamic_slice(m, starts + [zero_i, k], batch + [n, 1]), batch + [n])
+        below = b.compare(b.iota(s32, batch + [n], len(batch)), b.broadcast_in_dim(k, batch + [n], []), "GT",
+                          "SIGNED")
+        scaled = b.binary("divide", column, b.broadcast_in_dim(root, batch + [n], list(range(len(batch)))))
+        col = b.select(below, scaled, b.scalar_constant(0, et, batch + [n]))
+        outer = b.binary("multiply", b.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 2]),
+                         b.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 1]))
+        return [k1, b.binary("subtract", m, outer), info]
+
+    _, _, info = b.while_loop([zero_i, sym, b.scalar_constant(0, s32, batch)], cond, body)
+    return info
