@@ -24,6 +24,15 @@ CASES = sorted((p.parent.name, p.stem) for p in DUMPS.glob("*/*.hlo"))
 # the absolute tolerance scales with the output's largest magnitude.
 BACKEND_TOLERANCE = {"tpu": 3e-2}
 
+# Dumps holding a call no pass rewrites yet: they must fail with a clear error (strict
+# xfail: the entry goes when the rewrite lands).
+KNOWN_GAPS = {
+    ("tpu", "linalg_eigh"): "TPU's EighTpu custom-call has no rewrite yet",
+    ("tpu", "linalg_qr"): "TPU's QrDecompositionBlock custom-call has no rewrite yet",
+    ("tpu", "linalg_solve_lu"): "TPU's LuDecompositionBlock custom-call has no rewrite yet",
+    ("tpu", "linalg_svd"): "a TPU bitcast from a tiled f32[1,3] to a scalar, and TPU linalg calls",
+}
+
 
 def _per_device(arr: jax.Array, mesh: Mesh) -> np.ndarray:
     """Device d's value at index d, d = position of the device in the mesh (the dump's
@@ -33,7 +42,13 @@ def _per_device(arr: jax.Array, mesh: Mesh) -> np.ndarray:
     return np.stack([np.asarray(s.data) for s in shards])
 
 
-@pytest.mark.parametrize("backend, name", CASES, ids=[f"{b}-{n}" for b, n in CASES])
+def _case(backend: str, name: str):
+    gap = KNOWN_GAPS.get((backend, name))
+    marks = [pytest.mark.xfail(reason=gap, strict=True)] if gap else []
+    return pytest.param(backend, name, id=f"{backend}-{name}", marks=marks)
+
+
+@pytest.mark.parametrize("backend, name", [_case(b, n) for b, n in CASES])
 def test_dump_matches_jax(backend, name):
     program = BY_NAME[name]
     mesh = Mesh(np.array(jax.devices()[: program.devices]).reshape(program.mesh_shape), program.axis_names)

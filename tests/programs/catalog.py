@@ -49,9 +49,11 @@ def _single(name, fn, inputs, tags=()):
     return Program(name, lambda mesh: fn, inputs, tags=frozenset(tags))
 
 
-def _sm(name, body, inputs, in_specs, out_specs, mesh_shape=(4,), axis_names=("x",), tags=()):
+def _sm(name, body, inputs, in_specs, out_specs, mesh_shape=(4,), axis_names=("x",), tags=(), check_vma=True):
+    # check_vma=False where JAX cannot prove an output replicated over an axis that a
+    # collective made equal (all_gather over one axis of a 2-D mesh).
     def build(mesh):
-        return jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+        return jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
     return Program(name, build, inputs, mesh_shape, axis_names, in_specs, out_specs, frozenset(("shard_map", *tags)))
 
 
@@ -201,6 +203,250 @@ PROGRAMS: list[Program] = [
          (P("b"), P("a")), mesh_shape=(2, 2), axis_names=("a", "b")),
     _jit("spmd_mlp_train_step", lambda w1, w2, x: jax.grad(lambda w: jnp.sum(_mlp(x, w[0], w[1]) ** 2))((w1, w2)),
          lambda r: [f32(r, 16, 32), f32(r, 32, 16), f32(r, 8, 16)], (P(None, "x"), P("x", None), P("x", None)), None),
+]
+
+
+# ---- input helpers for the second part of the catalog
+
+def bf16(rng, *shape):
+    return f32(rng, *shape).astype(jnp.bfloat16)
+
+
+def with_specials(rng, *shape):
+    """Normal floats with NaN, +inf and -inf planted (the reductions, comparisons and sorts
+    that XLA writes must treat them as JAX does)."""
+    x = f32(rng, *shape)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, 3, replace=False)] = [np.nan, np.inf, -np.inf]
+    return x
+
+
+def nonzero_i32(rng, *shape, hi=7):
+    y = rng.integers(-hi, hi + 1, shape).astype(np.int32)
+    return np.where(y == 0, 3, y).astype(np.int32)
+
+
+def spd(rng, n):
+    a = f32(rng, n, n)
+    return (a @ a.T + n * np.eye(n)).astype(np.float32)
+
+
+def _layernorm(x, g, b):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+
+
+def _avg_pool(x):
+    return jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
+
+
+def _argmax_pool(x):
+    # Variadic reduce_window: the max and the flat index where it sits, per window.
+    idx = jnp.arange(x.size, dtype=jnp.int32).reshape(x.shape)
+
+    def pick(a, b):
+        take_a = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+        return jnp.where(take_a, a[0], b[0]), jnp.where(take_a, a[1], b[1])
+    return jax.lax.reduce_window((x, idx), (-jnp.inf, jnp.int32(2**31 - 1)), pick, (2, 2), (2, 2), "VALID")
+
+
+def _random_more(k):
+    key = jax.random.wrap_key_data(k)
+    k1, k2 = jax.random.split(key)
+    # split, fold_in, bernoulli and a bf16 normal (randint is left out: its two draws
+    # double the dump's size for no new op).
+    return jax.random.bernoulli(k1, 0.3, (8,)), jax.random.normal(jax.random.fold_in(k2, 3), (4,), jnp.bfloat16)
+
+
+def _dp_train_step(w, x):
+    # Data-parallel gradient: each device's batch shard, gradients averaged over devices.
+    g = jax.grad(lambda w: jnp.sum(jnp.tanh(x @ w) ** 2))(w)
+    return jax.lax.pmean(g, "x"), jax.lax.psum(jnp.sum(x), "x")
+
+
+def _binary_search(sorted_x, target):
+    # while_loop whose trip count depends on the data.
+    def cond(c):
+        lo, hi = c
+        return lo < hi
+
+    def body(c):
+        lo, hi = c
+        mid = (lo + hi) // 2
+        go_right = sorted_x[mid] < target
+        return jnp.where(go_right, mid + 1, lo), jnp.where(go_right, hi, mid)
+    return jax.lax.while_loop(cond, body, (jnp.int32(0), jnp.int32(sorted_x.shape[0])))[0]
+
+
+PROGRAMS += [
+    # ---- elementwise: narrow integer types, signed division, float remainders, specials
+    _single("int_narrow_types", lambda a, b, c: (a * 3 + a // 2, b >> 3, b.astype(jnp.int32) - 7,
+                                                 jax.lax.shift_right_logical(c, jnp.uint32(4)),
+                                                 c * jnp.uint32(2654435761), a.astype(jnp.float32), c.astype(jnp.int8)),
+            lambda r: [r.integers(-100, 100, 16).astype(np.int8), r.integers(-30000, 30000, 16).astype(np.int16),
+                       r.integers(0, 2**32, 16, dtype=np.uint64).astype(np.uint32)]),
+    _single("signed_div_rem", lambda x, y: (x // y, x % y, jax.lax.div(x, y), jax.lax.rem(x, y), jnp.abs(x), -x,
+                                            jax.lax.clamp(-5, x, 20), jnp.sign(x)),
+            lambda r: [r.integers(-50, 50, 24).astype(np.int32), nonzero_i32(r, 24)]),
+    _single("float_remainder_pow", lambda x, y: (jnp.fmod(x, y), jnp.remainder(x, y), x ** 3, jnp.abs(x) ** y,
+                                                 jnp.hypot(x, y), jax.lax.integer_pow(x, -2), jnp.nextafter(x, y),
+                                                 jnp.arcsinh(x), jnp.arccos(jnp.tanh(y))),
+            lambda r: [f32(r, 24) * 3, f32(r, 24) + 0.1]),
+    _single("nan_inf_semantics", lambda x: (jnp.max(x, 1), jnp.min(x, 1), jnp.argmax(x, 1), jnp.argmin(x, 1),
+                                            jnp.maximum(x, 0.0), jnp.sort(x, 1), jnp.isnan(x), jnp.nan_to_num(x),
+                                            jnp.nanmax(x, 1), jnp.isfinite(x).sum()),
+            lambda r: [with_specials(r, 4, 6)]),
+    _single("bool_logic", lambda a, b: (a & b, a | b, a ^ b, ~a, jnp.any(a, 1), jnp.all(b, 0), jnp.sum(a, 1),
+                                        jnp.logical_and(a, ~b).astype(jnp.uint8), jnp.where(a, b, ~b)),
+            lambda r: [r.integers(0, 2, (4, 8)).astype(bool), r.integers(0, 2, (4, 8)).astype(bool)]),
+    _single("bitcast_reduce_precision", lambda x: (jax.lax.bitcast_convert_type(x, jnp.int32),
+                                                   jax.lax.bitcast_convert_type(x, jnp.uint16),
+                                                   jax.lax.reduce_precision(x, 5, 10), jnp.frexp(x)[0],
+                                                   jax.lax.bitcast_convert_type(x.astype(jnp.bfloat16), jnp.int16)),
+            lambda r: [f32(r, 12) * 100]),
+    _single("complex_linear", lambda x, y: (x / y, jnp.sqrt(x), jnp.log(x), jnp.angle(x), x @ y, jnp.sum(x * y, 0),
+                                            jax.lax.complex(x.real, y.imag), jnp.conj(x).T),
+            lambda r: [(f32(r, 4, 4) + 1j * f32(r, 4, 4)).astype(np.complex64),
+                       (f32(r, 4, 4) + 1j * f32(r, 4, 4) + 2).astype(np.complex64)]),
+    _single("broadcast_iota_tricks", lambda x: (jnp.tril(x), jnp.triu(x, 1), x * jnp.eye(6), jnp.outer(x[0], x[:, 0]),
+                                                jnp.arange(6)[:, None] * 10 + jnp.arange(4)[None, :],
+                                                jax.nn.one_hot(jnp.argmax(x, 1), 6), jnp.broadcast_to(x[:, :1], (6, 6)) - x),
+            lambda r: [f32(r, 6, 6)]),
+    _single("reshape_layout_chain", lambda x: (jnp.moveaxis(x, 0, -1).reshape(3, -1),
+                                               jnp.swapaxes(x, 1, 2)[:, ::-1] * 2,
+                                               x.reshape(2, 2, 3, 2, 5).transpose(3, 1, 0, 4, 2).reshape(2, -1) + 1,
+                                               jnp.expand_dims(x.sum(1), 1) * x, jnp.squeeze(x[:, :1, :], 1).T @ x[:, 0, :]),
+            lambda r: [f32(r, 4, 3, 10)]),
+    # ---- reductions and norms
+    _single("reductions_int_bf16", lambda i, b: (i.sum(1), i.max(0), i.min(), jnp.argmax(i, 1), jnp.prod(i[:, :4], 1),
+                                                 b.sum(0), b.astype(jnp.float32).mean(1), b.max(1), jnp.argmin(b, 0)),
+            lambda r: [i32(r, 6, 10, hi=50) - 25, bf16(r, 6, 10)]),
+    _single("reductions_more", lambda x: (jnp.prod(x, 0), jnp.min(x), jnp.argmin(x, 0), jnp.std(x, 1), jnp.median(x, 1),
+                                          jax.nn.logsumexp(x, axis=(0, 1)), jnp.linalg.norm(x, axis=1)),
+            lambda r: [f32(r, 5, 9)]),
+    _single("layernorm_grad", jax.grad(lambda x, g, b: jnp.sum(jnp.sin(_layernorm(x, g, b))), argnums=(0, 1, 2)),
+            lambda r: [f32(r, 8, 16), f32(r, 16), f32(r, 16)]),
+    # ---- matmuls: layouts, integer and bf16 products
+    _single("einsum_layouts", lambda a, b, c: (jnp.einsum("bhqd,bkhd->bhqk", a, b), jnp.einsum("ij,kj->ik", c, c),
+                                               jnp.einsum("bqhd,d->bhq", a, c[0, :4]), jnp.einsum("i,i->", c[0], c[1]),
+                                               jnp.einsum("bqhd,bqhe->hde", a, a * 2)),
+            lambda r: [f32(r, 2, 3, 2, 4), f32(r, 2, 5, 3, 4), f32(r, 5, 6)]),
+    _single("matmul_int8_bf16", lambda a, b, c, d: (jax.lax.dot(a, b, preferred_element_type=jnp.int32),
+                                                     c @ d, jax.lax.dot_general(c, d, (((1,), (0,)), ((), ())),
+                                                                                preferred_element_type=jnp.float32)),
+            lambda r: [r.integers(-100, 100, (6, 8)).astype(np.int8), r.integers(-100, 100, (8, 5)).astype(np.int8),
+                       bf16(r, 6, 16), bf16(r, 16, 4)]),
+    _single("mlp_value_and_grad", jax.value_and_grad(
+        lambda w1, w2, x, y: -jnp.mean(jnp.sum(jax.nn.log_softmax(_mlp(x, w1, w2)) * y, -1)), argnums=(0, 1)),
+        lambda r: [f32(r, 12, 16) * 0.3, f32(r, 16, 5) * 0.3, f32(r, 6, 12),
+                   np.eye(5, dtype=np.float32)[r.integers(0, 5, 6)]]),
+    # ---- convolutions
+    _single("conv2d_explicit_padding", lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (1, 2), ((2, 1), (0, 3)), lhs_dilation=(2, 1), dimension_numbers=("NHWC", "HWIO", "NHWC")),
+        lambda r: [f32(r, 1, 5, 7, 2), f32(r, 3, 2, 2, 3)]),
+    _single("depthwise_conv_grad", jax.grad(lambda x, w: jnp.sum(jnp.tanh(jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=4))), argnums=(0, 1)),
+        lambda r: [f32(r, 2, 5, 5, 4), f32(r, 3, 3, 1, 4)]),
+    _single("conv1d_bf16_f32acc", lambda x, w: jax.lax.conv_general_dilated(
+        x, w, (2,), [(1, 1)], rhs_dilation=(2,), preferred_element_type=jnp.float32),
+        lambda r: [bf16(r, 2, 4, 12), bf16(r, 3, 4, 3)]),
+    # ---- windows
+    _single("avgpool_grad", jax.grad(lambda x: jnp.sum(_avg_pool(x) ** 2)), lambda r: [f32(r, 2, 6, 6, 3)]),
+    _single("pooling_dilated_int", lambda x, i: (
+        jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (2, 2), (1, 1), ((1, 0), (0, 1)), window_dilation=(2, 1)),
+        jax.lax.reduce_window(x, 0.0, jax.lax.add, (2, 2), (2, 1), "VALID", base_dilation=(2, 1)),
+        jax.lax.reduce_window(i, jnp.iinfo(jnp.int32).max, jax.lax.min, (3,), (2,), "SAME")),
+        lambda r: [f32(r, 6, 5), i32(r, 11, hi=100)]),
+    _single("argmax_pool_variadic", _argmax_pool, lambda r: [f32(r, 6, 8)]),
+    _single("cumulative_more", lambda x, i: (jax.lax.cumsum(x, 0, reverse=True), jax.lax.cummin(x, 1),
+                                             jax.lax.cumlogsumexp(x, axis=1), jnp.cumsum(i, 1), jnp.diff(x, axis=1)),
+            lambda r: [f32(r, 5, 12), i32(r, 3, 9, hi=9)]),
+    # ---- FFT
+    _single("fft_2d", lambda c, x: (jnp.fft.fft2(c), jnp.fft.ifft2(c), jnp.fft.irfft2(c), jnp.fft.rfft(x, axis=0),
+                                    jnp.fft.fftn(c[None, :4, :4] * jnp.ones((2, 1, 1)))),
+            lambda r: [(f32(r, 4, 6) + 1j * f32(r, 4, 6)).astype(np.complex64), f32(r, 8, 3)]),
+    # ---- control flow
+    _single("scan_reverse_nested", lambda h, xs: jax.lax.scan(
+        lambda c, x: (c * 0.5 + x, jax.lax.fori_loop(0, 3, lambda i, a: a + jnp.sin(a) * i, c)), h, xs,
+        reverse=True, unroll=2), lambda r: [f32(r, 4), f32(r, 5, 4)]),
+    _single("while_binary_search", jax.vmap(_binary_search, in_axes=(None, 0)),
+            lambda r: [np.sort(f32(r, 16)), f32(r, 5)]),
+    _single("map_vmap_cond", lambda xs, p: (jax.lax.map(lambda x: jnp.sort(x)[::-1] * x.sum(), xs),
+                                            jax.vmap(lambda x, q: jax.lax.cond(q, jnp.sin, jnp.cos, x))(xs, p),
+                                            jax.lax.cond(p[0], lambda: (xs[0], p.sum()), lambda: (-xs[1], p.sum() * 2))),
+            lambda r: [f32(r, 4, 5), r.integers(0, 2, 4).astype(bool)]),
+    # ---- sorting
+    _single("sort_stable_ties", lambda k, v: (jnp.argsort(k, stable=True), jnp.argsort(k, descending=True, stable=True),
+                                              jnp.sort(v, axis=0)[::-1], jnp.lexsort((v[0], k)),
+                                              jax.lax.sort((k, v[0], v[1]), num_keys=2)),
+            lambda r: [i32(r, 12, hi=4), f32(r, 2, 12)]),
+    _single("top_k_int_bf16", lambda i, b: (jax.lax.top_k(i, 4), jax.lax.top_k(b, 3)),
+            lambda r: [i32(r, 3, 10, hi=6), bf16(r, 2, 9)]),
+    # ---- gather and scatter: out-of-bounds modes, duplicates, 2-D indices
+    _single("gather_advanced", lambda x, i, j: (x[i, j], x[:, j], x[i[:, None], j[None, :]],
+                                                jnp.take(x, i - 3, axis=0, mode="fill", fill_value=-1.0),
+                                                jnp.take(x, i + 4, axis=0, mode="clip"), x[-1],
+                                                x.at[i + 5].get(mode="fill", fill_value=7.0)),
+            lambda r: [f32(r, 8, 6), i32(r, 5, hi=8), i32(r, 5, hi=6)]),
+    _single("scatter_advanced", lambda x, i, j, u: (x.at[i, j].add(1.0), x.at[:, j].set(u.T[:, :5]),
+                                                    x.at[i].min(u[:, :6]), x.at[i + 4].add(u[:, :6], mode="drop"),
+                                                    x.at[i, j].multiply(u[:, 0])),
+            lambda r: [f32(r, 8, 6), i32(r, 5, hi=8), i32(r, 5, hi=6), f32(r, 5, 8)]),
+    _single("embedding_grad", jax.grad(lambda table, ids: jnp.sum(jnp.take(table, ids, axis=0) ** 2) +
+                                       jnp.sum(jax.ops.segment_max(table, ids % 4, 4, indices_are_sorted=False))),
+            lambda r: [f32(r, 10, 4), i32(r, 10, hi=10)]),
+    _single("dynamic_slicing_clamped", lambda x, u, i, j: (jax.lax.dynamic_slice(x, (i, j), (3, 3)),
+                                                           jax.lax.dynamic_update_slice(x, u, (i, j)),
+                                                           jax.lax.dynamic_index_in_dim(x, j - 9, 1, keepdims=False),
+                                                           x[i - 10]),
+            lambda r: [f32(r, 7, 6), f32(r, 2, 3), np.int32(9), np.int32(-2)]),
+    # ---- random
+    _single("random_more", _random_more, lambda r: [np.array([1, 2], np.uint32)]),
+    # ---- linear algebra (LAPACK custom-calls on CPU)
+    _single("linalg_qr", lambda a: jnp.linalg.qr(a), lambda r: [f32(r, 6, 4)]),
+    _single("linalg_eigh", lambda a: jnp.linalg.eigh(a), lambda r: [spd(r, 5)]),
+    _single("linalg_svd", lambda a: jnp.linalg.svd(a, full_matrices=False), lambda r: [f32(r, 5, 4)]),
+    _single("linalg_solve_lu", lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.slogdet(a)),
+            lambda r: [spd(r, 4) + f32(r, 4, 4), f32(r, 4, 2)]),
+    # ---- shard_map collectives on 4 devices
+    _sm("sm_collectives_int", lambda x: (jax.lax.psum(x, "x"), jax.lax.pmax(x, "x"), jax.lax.pmin(x, "x"),
+                                         jax.lax.all_gather(x, "x", tiled=True)),
+        lambda r: [i32(r, 8, 2, hi=100)], P("x"), (P("x"), P("x"), P("x"), P("x"))),
+    _sm("sm_all_to_all_untiled", lambda x: jax.lax.all_to_all(x, "x", 0, 1), lambda r: [f32(r, 16, 2, 3)],
+        P("x"), P("x")),
+    _sm("sm_ppermute_partial", lambda x: (jax.lax.ppermute(x, "x", [(0, 2), (1, 0)]),
+                                          jax.lax.ppermute(x, "x", [(i, 3 - i) for i in range(4)])),
+        lambda r: [f32(r, 8, 3)], P("x"), (P("x"), P("x"))),
+    _sm("sm_loop_psum", lambda x: jax.lax.fori_loop(0, 3, lambda i, c: jax.lax.psum(c, "x") * 0.25 + c * i, x),
+        lambda r: [f32(r, 8, 3)], P("x"), P("x")),
+    _sm("sm_cond_axis_index", lambda x: jax.lax.psum(jax.lax.cond(jax.lax.axis_index("x") % 2 == 0,
+                                                                  lambda v: v * 2, lambda v: v - 1, x), "x"),
+        lambda r: [f32(r, 8, 3)], P("x"), P()),
+    _sm("sm_dp_train_step", _dp_train_step, lambda r: [f32(r, 6, 4), f32(r, 8, 6)], (P(), P("x")), (P(), P())),
+    _sm("sm2d_gather_scatter_index", lambda x: (jax.lax.all_gather(x, "b", tiled=True),
+                                                jax.lax.psum_scatter(x, "a", scatter_dimension=1, tiled=True),
+                                                x + (jax.lax.axis_index("a") * 2 + jax.lax.axis_index("b")).astype(x.dtype)),
+        lambda r: [f32(r, 4, 8)], P("a", "b"), (P("a", None), P("a", "b"), P("a", "b")),
+        mesh_shape=(2, 2), axis_names=("a", "b"), check_vma=False),
+    _sm("sm2d_all_gather_both", lambda x: (jax.lax.all_gather(x, ("a", "b"), tiled=True),
+                                           jax.lax.pmax(x, ("b", "a"))),
+        lambda r: [f32(r, 8, 2)], P(("a", "b")), (P(), P(("a", "b"))), mesh_shape=(2, 2), axis_names=("a", "b"),
+        check_vma=False),
+    # ---- jit with NamedShardings: more of what XLA's SPMD partitioner writes
+    _jit("spmd_all_gather_out", lambda x: jnp.sin(x) * 2, lambda r: [f32(r, 8, 4)], (P("x", None),), P()),
+    _jit("spmd_reduce_scatter", lambda a, b: a @ b, lambda r: [f32(r, 8, 16), f32(r, 16, 8)],
+         (P(None, "x"), P("x", None)), P("x", None)),
+    _jit("spmd_transpose", lambda x: x.T + 1, lambda r: [f32(r, 8, 8)], (P("x", None),), P("x", None)),
+    _jit("spmd_argmax_sharded", lambda x: (jnp.argmax(x, 1), jnp.max(x, 1)), lambda r: [f32(r, 4, 16)],
+         (P(None, "x"),), (P(), P())),
+    _jit("spmd_roll_halo", lambda x: (jnp.roll(x, 1, axis=0) + x, x[2:] - x[:-2]), lambda r: [f32(r, 16, 2)],
+         (P("x", None),), (P("x", None), P())),
+    _jit("spmd_gather_scatter_sharded", lambda t, i, u: (jnp.take(t, i, axis=0), t.at[i].add(u)),
+         lambda r: [f32(r, 8, 4), i32(r, 6, hi=8), f32(r, 6, 4)], (P("x", None), P(), P()), (P(), P("x", None))),
+    _jit("spmd_attention_2d", _attention, lambda r: [f32(r, 2, 8, 2, 4), f32(r, 2, 8, 2, 4), f32(r, 2, 8, 2, 4)],
+         (P("a", None, "b"), P("a", None, "b"), P("a", None, "b")), P("a", None, "b"),
+         mesh_shape=(2, 2), axis_names=("a", "b")),
+    _jit("spmd_cumsum_sharded", lambda x: jnp.cumsum(x, 0), lambda r: [f32(r, 8, 2)], (P("x", None),), P("x", None)),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

@@ -1,28 +1,37 @@
-"""Write the optimized HLO dumps of the catalog's programs for one backend.
+"""Write the optimized HLO dumps of the catalog's programs for one backend, and a manifest.
 
     python -m tests.programs.generate --backend cpu --out tests/dumps/cpu
-    JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 <venv with jax[tpu]==0.10.2>/bin/python \\
+    JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 /opt/envs/tpu/bin/python \\
         -m tests.programs.generate --backend tpu --out tests/dumps/tpu
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \\
-        <venv with jax[cuda12]==0.10.2>/bin/python -m tests.programs.generate --backend gpu --out tests/dumps/gpu
+        /opt/envs/cuda/bin/python -m tests.programs.generate --backend gpu --out tests/dumps/gpu
 
+(the TPU and GPU environments have jax[tpu] / jax[cuda12] 0.10.2; any such venv works.)
 TPU dumps compile devicelessly for a TPU v5e 2x2 topology and GPU dumps for four H100s
 (`jax.experimental.topologies`, DESIGN §7).  Dumps are printed with large constants (the
 default printer elides them as `{...}`, which leaves nothing to run).
+
+`manifest.json` in the output folder describes each dump: its devices and mesh, the seed of
+its inputs, and each input's and output's global shape, per-device shape, dtype and
+PartitionSpec (outputs: the shardings the backend's compiler chose).  `--only` regenerates
+some programs and keeps the other entries whose dumps are still there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import sys
 import traceback
+from typing import Any
 
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPU_TARGET = ROOT.parent / "shared" / "gpu_target_h100.txtpb"
+MANIFEST = "manifest.json"
 
 
 def backend_devices(backend: str) -> list:
@@ -40,27 +49,50 @@ def backend_devices(backend: str) -> list:
     raise SystemExit(f"unknown backend {backend}")
 
 
-def optimized_hlo(program, devices) -> str:
+def _array_entry(shape, dtype, sharding) -> dict[str, Any]:
+    from tests.programs.placement import spec_to_json
+
+    return {"shape": list(shape), "device_shape": list(sharding.shard_shape(tuple(shape))),
+            "dtype": np.dtype(dtype).name, "spec": spec_to_json(sharding.spec)}
+
+
+def optimized_hlo(program, devices) -> tuple[str, dict[str, Any]]:
+    """The optimized HLO text of the program compiled for `devices`, and its manifest entry."""
     import jax
     import jaxlib._hlo as xla_hlo
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import NamedSharding
 
-    mesh = Mesh(np.array(devices[: program.devices]).reshape(program.mesh_shape), program.axis_names)
-    args = program.inputs(np.random.default_rng(0))
-    in_specs = program.in_specs or [P()] * len(args)
-    if not isinstance(in_specs, (list, tuple)):
-        in_specs = [in_specs]
-    shardings = [NamedSharding(mesh, spec) for spec in in_specs]
-    kwargs = {"in_shardings": tuple(shardings)}
-    if program.out_specs is not None and "spmd" in program.tags:
-        out = program.out_specs
-        kwargs["out_shardings"] = (NamedSharding(mesh, out) if isinstance(out, P)
-                                   else tuple(NamedSharding(mesh, o) for o in out))
+    from tests.programs.placement import INPUT_SEED, input_specs, jitted, mesh_for
+
+    mesh = mesh_for(program, devices)
+    args = program.inputs(np.random.default_rng(INPUT_SEED))
+    shardings = [NamedSharding(mesh, spec) for spec in input_specs(program, len(args))]
     specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype, sharding=s) for a, s in zip(args, shardings)]
-    compiled = jax.jit(program.build(mesh), **kwargs).lower(*specs).compile()
+    compiled = jitted(program, mesh, len(args)).lower(*specs).compile()
     options = xla_hlo.HloPrintOptions()
     options.print_large_constants = True
-    return compiled._executable.xla_executable.hlo_modules()[0].to_string(options)
+    text = compiled._executable.xla_executable.hlo_modules()[0].to_string(options)
+    outputs = jax.tree_util.tree_leaves(compiled.out_info)
+    out_shardings = jax.tree_util.tree_leaves(compiled.output_shardings)
+    entry = {
+        "dump": f"{program.name}.hlo",
+        "devices": program.devices,
+        "mesh_shape": list(program.mesh_shape),
+        "axis_names": list(program.axis_names),
+        "kind": "shard_map" if "shard_map" in program.tags else "spmd" if "spmd" in program.tags else "single",
+        "input_seed": INPUT_SEED,
+        "inputs": [_array_entry(np.shape(a), np.asarray(a).dtype, s) for a, s in zip(args, shardings)],
+        "outputs": [_array_entry(o.shape, o.dtype, s) for o, s in zip(outputs, out_shardings)],
+    }
+    return text, entry
+
+
+def manifest_json(manifest: dict[str, Any]) -> str:
+    """JSON with one line per program (diffs of a regenerated manifest stay readable)."""
+    head = {k: v for k, v in manifest.items() if k != "programs"}
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
+    programs = [f"    {json.dumps(name)}: {json.dumps(entry)}" for name, entry in manifest["programs"].items()]
+    return "{\n" + "\n".join(lines) + '\n  "programs": {\n' + ",\n".join(programs) + "\n  }\n}\n"
 
 
 def main() -> None:
@@ -69,32 +101,49 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", help="comma-separated program names")
     args = parser.parse_args()
-    if args.backend == "cpu":
-        import jax
+    import jax
 
+    if args.backend == "cpu":
         jax.config.update("jax_num_cpu_devices", 4)
     sys.path.insert(0, str(ROOT))
-    from tests.programs.catalog import PROGRAMS
+    from tests.programs.catalog import BY_NAME, PROGRAMS
 
     devices = backend_devices(args.backend)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None
+    if only and only - set(BY_NAME):
+        raise SystemExit(f"unknown program(s): {', '.join(sorted(only - set(BY_NAME)))}")
+    manifest_path = out / MANIFEST
+    old = json.loads(manifest_path.read_text())["programs"] if manifest_path.exists() else {}
+    entries: dict[str, Any] = {}
     failures = 0
     for program in PROGRAMS:
         if only and program.name not in only:
+            if program.name in old and (out / old[program.name]["dump"]).exists():
+                entries[program.name] = old[program.name]
             continue
         try:
-            text = optimized_hlo(program, devices)
+            text, entry = optimized_hlo(program, devices)
         except Exception as e:  # a program this backend cannot compile: report, go on
             failures += 1
             print(f"{program.name}: cannot compile for {args.backend}: {type(e).__name__}: {str(e)[:300]}")
             if os.environ.get("DEBUG"):
                 traceback.print_exc()
             continue
-        (out / f"{program.name}.hlo").write_text(text)
+        (out / entry["dump"]).write_text(text)
+        entries[program.name] = entry
         print(f"{program.name}: {len(text)} bytes")
-    print(f"{failures} failure(s)")
+    manifest = {
+        "backend": args.backend,
+        "target": {"cpu": "host CPU, 4 devices", "tpu": "TPU v5e 2x2 (deviceless)",
+                   "gpu": "4 x H100 (deviceless)"}[args.backend],
+        "device_kind": getattr(devices[0], "device_kind", ""),
+        "jax_version": jax.__version__,
+        "programs": entries,
+    }
+    manifest_path.write_text(manifest_json(manifest))
+    print(f"{len(entries)} program(s) in {manifest_path}; {failures} failure(s)")
 
 
 if __name__ == "__main__":
