@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--outputs", metavar="OUT.npz", help="write outputs keyed out0..outM")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--compile-only", action="store_true", help="compile, report memory, do not execute")
+    p.add_argument("--engine", choices=["jaxlib", "iree"], default="jaxlib",
+                   help="compile and run with jaxlib's XLA CPU client (default) or IREE's llvm-cpu target "
+                        "(the `iree` extra; single-device modules)")
     p.add_argument("--global", dest="global_arrays", action="store_true",
                    help="inputs are whole arrays: split them per device by each parameter's sharding, "
                         "and assemble outputs by the root's sharding")

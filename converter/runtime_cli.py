@@ -72,10 +72,15 @@ def run_command(args) -> int:
     program = runtime.load(args.input, pipeline=args.pipeline, import_options=_import_options(args),
                            pass_options=_pass_options(args))
     n = program.num_devices
+    engine = program
+    if getattr(args, "engine", "jaxlib") == "iree":
+        from converter.iree_engine import IreeProgram
+
+        engine = IreeProgram(program)
     outputs = None
     try:
         if args.compile_only:
-            program.compile(progress)
+            engine.compile(progress)
         else:
             if args.inputs:
                 arrays = runtime.read_inputs(args.inputs, program)
@@ -84,7 +89,7 @@ def run_command(args) -> int:
                               for a, spec in zip(arrays, program.params)]
             else:
                 arrays = program.random_inputs(args.seed)
-            outputs = program.execute(arrays, progress)
+            outputs = engine.execute(arrays, progress)
     finally:
         progress.done()
     if outputs is not None and args.global_arrays and n > 1:
@@ -100,13 +105,14 @@ def run_command(args) -> int:
     if outputs is not None and args.outputs:
         runtime.write_outputs(args.outputs, outputs)
 
-    print(f"{args.input}: {n} device(s)")
-    t = program.timings
+    print(f"{args.input}: {n} device(s)" + (", engine IREE llvm-cpu" if engine is not program else ""))
+    t = {**program.timings, **engine.timings}
     rows = [[stage, f"{t[stage]:.3f} s"] for stage in ("parse", "import", "passes", "compile", "execute") if stage in t]
     print(_table(rows, ["stage", "time"]))
-    mem = program.memory()
-    print(f"\nmemory per device: arguments {_bytes(mem['argument_bytes'])}, outputs {_bytes(mem['output_bytes'])}, "
-          f"temp {_bytes(mem['temp_bytes'])}, aliased {_bytes(mem['alias_bytes'])}")
+    if engine is program:
+        mem = program.memory()
+        print(f"\nmemory per device: arguments {_bytes(mem['argument_bytes'])}, outputs {_bytes(mem['output_bytes'])}, "
+              f"temp {_bytes(mem['temp_bytes'])}, aliased {_bytes(mem['alias_bytes'])}")
     if outputs is not None:
         rows = []
         for spec, arr in zip(program.results, outputs):
