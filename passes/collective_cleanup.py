@@ -17,10 +17,27 @@ COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce
                "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
 
 
+def _attrs_key(op: ir.Operation) -> tuple:
+    return tuple(sorted((name, str(op.attributes[name])) for name in op.attributes))
+
+
+def _block_key(block: ir.Block) -> tuple:
+    """The computation a reduction body does, by structure: printing the block instead
+    would print (and number) the whole function around it, once per collective."""
+    number: dict[ir.Value, int] = {arg: i for i, arg in enumerate(block.arguments)}
+    ops = []
+    for inner in block.operations:
+        inner = inner.operation
+        operands = tuple(number.get(v, -1) for v in inner.operands)
+        for r in inner.results:
+            number[r] = len(number)
+        ops.append((inner.name, operands, _attrs_key(inner), tuple(str(r.type) for r in inner.results)))
+    return tuple(str(a.type) for a in block.arguments), tuple(ops)
+
+
 def _key(op: ir.Operation) -> tuple:
-    attrs = tuple(sorted((name, str(op.attributes[name])) for name in op.attributes))
-    regions = tuple(str(r.blocks[0]) for r in op.regions if len(r.blocks))
-    return (op.name, tuple(op.operands), attrs, regions, tuple(str(r.type) for r in op.results))
+    regions = tuple(_block_key(r.blocks[0]) for r in op.regions if len(r.blocks))
+    return (op.name, tuple(op.operands), _attrs_key(op), regions, tuple(str(r.type) for r in op.results))
 
 
 @register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)")
