@@ -18,7 +18,8 @@ def export_hlo_text(module: ir.Module) -> str:
         computation = jax_ext.mlir.mlir_module_to_xla_computation(text, use_tuple_args=False, return_tuple=False)
     except Exception as e:  # XlaRuntimeError: its message says which op XLA refused
         raise ConverterError(f"jaxlib cannot convert this module to HLO: {e}") from None
-    hlo = computation.as_hlo_text()
+    # Large constants printed in full: `{...}` would leave a module that cannot run.
+    hlo = computation.as_hlo_text(print_large_constants=True)
     # XLA's converter drops the device counts, which decide how the module runs.
     from passes.partitions_to_replicas import module_devices
 

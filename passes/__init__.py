@@ -8,6 +8,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cudnn_fmha,
     cusolver,
     custom_call_policy,
+    drop_default_attributes,
     drop_unused_results,
     partitions_to_replicas,
     strip_annotations,

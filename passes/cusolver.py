@@ -75,7 +75,9 @@ def retarget_to_lapack(op: ir.Operation) -> None:
     elif routine == "gesdd":
         mode = "N" if not config.get("compute_uv", True) else ("A" if config.get("full_matrices", True) else "S")
         ffi_attrs = {"mode": ir.IntegerAttr.get(u8, ord(mode))}
-    attrs["backend_config"] = ir.DictAttr.get(ffi_attrs)
+    attrs["mhlo.backend_config"] = ir.DictAttr.get(ffi_attrs)  # a typed-FFI call as JAX writes it
+    attrs["backend_config"] = ir.StringAttr.get("")
+    attrs["api_version"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
     with rw.at(op):
         new = ir.Operation.create("stablehlo.custom_call", results=[r.type for r in op.results],
                                   operands=list(op.operands), attributes=attrs)

@@ -46,7 +46,8 @@ def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
                 unknown.append(f"{rw.location_text(op)}: custom-call '{target}' runs only on jaxlib's CPU "
                                "runtime (--strict-portable)")
             else:
-                op.attributes["hlo.cpu_only"] = ir.UnitAttr.get()
+                # A bool, not a unit attribute: portable artifacts (VHLO) cannot hold those.
+                op.attributes["hlo.cpu_only"] = ir.BoolAttr.get(True)
             continue
         unknown.append(f"{rw.location_text(op)}: custom-call '{target}' has no portable rewrite")
     if unknown:

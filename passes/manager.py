@@ -31,6 +31,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cse",
     "canonicalize",
     "collective-cleanup",
+    "drop-default-attributes",
 )
 
 

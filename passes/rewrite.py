@@ -87,6 +87,8 @@ def backend_config(op: ir.Operation) -> dict[str, Any]:
             return parsed if isinstance(parsed, dict) else {}
     if "mhlo.backend_config" in attrs:
         text = attr_to_python(attrs["mhlo.backend_config"])
+        if isinstance(text, dict):  # a typed-FFI call's attribute dictionary
+            return text
         try:
             return json.loads(text) if text else {}
         except ValueError:

@@ -49,11 +49,15 @@ def import_custom_call(ctx, *operands):
     config = a.get("backend_config")
     if config is not None:
         if api == 4:
+            # As JAX writes typed-FFI calls (jax's mlir.custom_call): the attribute
+            # dictionary in `mhlo.backend_config` with api_version 1 and an empty string
+            # config, which XLA reads back as API_VERSION_TYPED_FFI, and which a portable
+            # artifact can carry (VHLO holds the inherent backend_config only as a string).
             if config.form == "mlir":
-                attrs["backend_config"] = ir.Attribute.parse(config.raw)
-            else:
-                # Typed FFI wants a dictionary; a JSON config stays readable beside it.
-                attrs["backend_config"] = ir.DictAttr.get({})
+                attrs["mhlo.backend_config"] = ir.Attribute.parse(config.raw)
+                attrs["api_version"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
+                attrs["backend_config"] = ir.StringAttr.get("")
+            else:  # a JSON config of an FFI call (GPU targets that passes rewrite): kept as text
                 attrs["mhlo.backend_config"] = ir.StringAttr.get(config.text())
         else:
             # Bytes, not text: an opaque config may be a binary struct (not UTF-8).

@@ -112,14 +112,15 @@ def import_convolution(ctx, lhs, rhs):
         "feature_group_count": b.i64_attr(a.get("feature_group_count", 1)),
         "batch_group_count": b.i64_attr(a.get("batch_group_count", 1)),
     }
-    if rank:
-        dims = dims or ()
-        get = (lambda f, default: [getattr(d, f) for d in dims] if dims else [default] * rank)
-        attrs["window_strides"] = b.i64_array(get("stride", 1))
-        attrs["padding"] = b.i64_elements([[d.pad_low, d.pad_high] for d in dims] if dims else [[0, 0]] * rank, shape=(rank, 2))
-        attrs["lhs_dilation"] = b.i64_array(get("lhs_dilation", 1))
-        attrs["rhs_dilation"] = b.i64_array(get("rhs_dilation", 1))
-        attrs["window_reversal"] = b.bool_array(get("reversal", False))
+    # Written even without spatial dims (TPU matmuls as convolutions): a portable artifact
+    # writes the empty arrays back, and the module should print as its artifact does.
+    dims = dims or ()
+    get = (lambda f, default: [getattr(d, f) for d in dims] if dims else [default] * rank)
+    attrs["window_strides"] = b.i64_array(get("stride", 1))
+    attrs["padding"] = b.i64_elements([[d.pad_low, d.pad_high] for d in dims] if dims else [[0, 0]] * rank, shape=(rank, 2))
+    attrs["lhs_dilation"] = b.i64_array(get("lhs_dilation", 1))
+    attrs["rhs_dilation"] = b.i64_array(get("rhs_dilation", 1))
+    attrs["window_reversal"] = b.bool_array(get("reversal", False))
     precision = precision_config(ctx)
     if precision is not None:
         attrs["precision_config"] = precision
