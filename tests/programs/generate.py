@@ -6,6 +6,9 @@
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \\
         /opt/envs/cuda/bin/python -m tests.programs.generate --backend gpu --out tests/dumps/gpu
 
+    # tests/dumps/gpu_triton: the same, with XLA's default Triton GEMM fusions (no XLA_FLAGS)
+    # tests/dumps/gpu_h100: on a machine with a GPU, `--backend gpu-local` (real devices)
+
 (the TPU and GPU environments have jax[tpu] / jax[cuda12] 0.10.2; any such venv works.)
 TPU dumps compile devicelessly for a TPU v5e 2x2 topology and GPU dumps for four H100s
 (`jax.experimental.topologies`, DESIGN §7).  Dumps are printed with large constants (the
@@ -46,6 +49,8 @@ def backend_devices(backend: str) -> list:
     if backend == "gpu":
         topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x4")
         return list(topo.devices)
+    if backend == "gpu-local":  # the GPUs of this machine (programs needing more are skipped)
+        return jax.devices("gpu")
     raise SystemExit(f"unknown backend {backend}")
 
 
@@ -97,7 +102,7 @@ def manifest_json(manifest: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--backend", choices=["cpu", "tpu", "gpu"], required=True)
+    parser.add_argument("--backend", choices=["cpu", "tpu", "gpu", "gpu-local"], required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", help="comma-separated program names")
     args = parser.parse_args()
@@ -119,6 +124,8 @@ def main() -> None:
     entries: dict[str, Any] = {}
     failures = 0
     for program in PROGRAMS:
+        if program.devices > len(devices):
+            continue
         if only and program.name not in only:
             if program.name in old and (out / old[program.name]["dump"]).exists():
                 entries[program.name] = old[program.name]
@@ -137,7 +144,7 @@ def main() -> None:
     manifest = {
         "backend": args.backend,
         "target": {"cpu": "host CPU, 4 devices", "tpu": "TPU v5e 2x2 (deviceless)",
-                   "gpu": "4 x H100 (deviceless)"}[args.backend],
+                   "gpu": "4 x H100 (deviceless)", "gpu-local": f"{len(devices)} local GPU(s)"}[args.backend],
         "device_kind": getattr(devices[0], "device_kind", ""),
         "jax_version": jax.__version__,
         "programs": entries,
