@@ -79,10 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run the original dump through XLA itself (when XLA can compile it) and compare")
     _add_pipeline_args(p)
 
-    p = sub.add_parser("memory", help="read an XLA buffer-assignment dump")
-    p.add_argument("buffer_assignment")
-    p.add_argument("--dump")
-    p.add_argument("--plot")
+    p = sub.add_parser("memory", help="read an XLA buffer-assignment dump: totals, the peak and what is live there",
+                       description="Summarize XLA's buffer assignment (`*buffer-assignment*.txt`; newer XLA's "
+                                   "split -values and -live-range files beside it are read too): bytes by kind "
+                                   "and memory color, the peak of the schedule and its largest live buffers.")
+    p.add_argument("buffer_assignment", metavar="BUFFER_ASSIGNMENT.txt")
+    p.add_argument("--dump", metavar="DUMP.hlo",
+                   help="the HLO dump it belongs to: converted, compiled for CPU by jaxlib, and its memory "
+                        "analysis printed beside the original's figures")
+    p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="draw live bytes over the schedule, the peak marked")
+    p.add_argument("--top", type=int, default=10, help="how many of the largest live buffers to list (default 10)")
+    _add_pipeline_args(p)
     return parser
 
 
@@ -209,12 +216,37 @@ def cmd_check(args) -> int:
     return EXIT_OK if report.ok else EXIT_INPUT
 
 
-def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args) -> int:
-        print(f"hlo-roundtrip {name}: not built yet", file=sys.stderr)
-        return EXIT_USAGE
+def cmd_memory(args) -> int:
+    from converter.memory import load_buffer_assignment, summarize
+    from converter.memory.report import format_comparison, format_summary
 
-    return handler
+    dump = load_buffer_assignment(args.buffer_assignment)
+    program = None
+    shapes = None
+    if args.dump:
+        from converter import runtime
+
+        program = runtime.load(args.dump, pipeline=args.pipeline, import_options=_import_options(args),
+                               pass_options=_pass_options(args))
+        if program.hlo is not None:
+            shapes = {i.name: i.shape for c in program.hlo.computations for i in c.instructions}
+            named = dump.live_range.sequence if dump.live_range else [k[0] for k in dump.assigned()]
+            strangers = [n for n in named if n not in shapes]
+            if strangers:
+                print(f"warning: {args.dump} has no instruction named {', '.join(strangers[:3])}"
+                      f"{' ...' if len(strangers) > 3 else ''} ({len(strangers)} of {len(named)} in the buffer "
+                      "assignment): is it the dump of the same module?", file=sys.stderr)
+    summary = summarize(dump, shapes)
+    print(format_summary(summary, args.top))
+    if args.plot:
+        from converter.memory.plot import plot_live_bytes
+
+        plot_live_bytes(summary, args.plot)
+        print(f"\nplot written to {args.plot}")
+    if program is not None:
+        print()
+        print(format_comparison(summary, program.compile_only(), program.num_devices))
+    return EXIT_OK
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -224,7 +256,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "passes": cmd_passes,
     "export": cmd_export,
     "check": cmd_check,
-    "memory": _not_built("memory"),
+    "memory": cmd_memory,
 }
 
 

@@ -9,6 +9,7 @@ from converter.collectives import group_mode
 from converter.hlo import attrs as A
 from converter.hlo.ir import Module
 from converter.hlo.printer import shape_to_text, sharding_to_text
+from converter.textfmt import table
 
 COLLECTIVE_OPCODES = {
     "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
@@ -136,12 +137,6 @@ def custom_call_support(target: str) -> str:
     return "unsupported"
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
 def format_summary(s: dict[str, Any], max_rows: int = 40) -> str:
     out = [
         f"module {s['module']}  ({s['path']})",
@@ -152,35 +147,35 @@ def format_summary(s: dict[str, Any], max_rows: int = 40) -> str:
         "entry parameters:",
     ]
     rows = [[str(p["index"]), p["name"], p["shape"], p["sharding"] or ""] for p in s["parameters"]]
-    out.append(_indent(_table(rows[:max_rows], ["#", "name", "shape", "sharding"])))
+    out.append(_indent(table(rows[:max_rows], ["#", "name", "shape", "sharding"])))
     if len(rows) > max_rows:
         out.append(f"  … {len(rows) - max_rows} more")
     out += ["", "results:"]
     rows = [[str(r["index"]), r["shape"], r.get("sharding", "")] for r in s["results"]]
-    out.append(_indent(_table(rows[:max_rows], ["#", "shape", "sharding"])))
+    out.append(_indent(table(rows[:max_rows], ["#", "shape", "sharding"])))
     if len(rows) > max_rows:
         out.append(f"  … {len(rows) - max_rows} more")
     out += ["", "opcodes:"]
     rows = [[op, str(n)] for op, n in s["opcodes"].items()]
-    out.append(_indent(_table(rows, ["opcode", "count"])))
+    out.append(_indent(table(rows, ["opcode", "count"])))
     out += ["", "custom-call targets:"]
     if s["custom_call_targets"]:
         rows = [[t, str(i["count"]), i["support"], i["first"]] for t, i in sorted(s["custom_call_targets"].items())]
-        out.append(_indent(_table(rows, ["target", "count", "support", "first at"])))
+        out.append(_indent(table(rows, ["target", "count", "support", "first at"])))
     else:
         out.append("  none")
     out += ["", "collectives:"]
     if s["collectives"]:
         rows = [[c["name"], c["opcode"], c["mode"], str(c["channel_id"] or ""), c["groups_text"], c["shape"], str(c["line"])]
                 for c in s["collectives"]]
-        out.append(_indent(_table(rows[:max_rows], ["name", "opcode", "mode", "channel", "groups", "shape", "line"])))
+        out.append(_indent(table(rows[:max_rows], ["name", "opcode", "mode", "channel", "groups", "shape", "line"])))
         if len(rows) > max_rows:
             out.append(f"  … {len(rows) - max_rows} more")
     else:
         out.append("  none")
     out += ["", "computations by kind:"]
     rows = [[k, str(n)] for k, n in s["computations_by_kind"].items()]
-    out.append(_indent(_table(rows, ["kind", "count"])))
+    out.append(_indent(table(rows, ["kind", "count"])))
     if s["warnings"]:
         out += ["", "warnings:"] + ["  " + w for w in s["warnings"]]
     return "\n".join(out)

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from converter import runtime
+from converter.textfmt import human_bytes, table
 
 
 class _Progress:
@@ -26,14 +27,6 @@ class _Progress:
         if self.tty:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _stats(arr: np.ndarray) -> list[str]:
@@ -55,12 +48,6 @@ def _stats(arr: np.ndarray) -> list[str]:
         vals = a[finite]
         return [f"{vals.min():.6g}", f"{vals.max():.6g}", f"{vals.mean():.6g}", str(nan), str(inf)]
     return ["-", "-", "-", str(nan), str(inf)]
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
 def run_command(args) -> int:
@@ -108,17 +95,17 @@ def run_command(args) -> int:
     print(f"{args.input}: {n} device(s)" + (", engine IREE llvm-cpu" if engine is not program else ""))
     t = {**program.timings, **engine.timings}
     rows = [[stage, f"{t[stage]:.3f} s"] for stage in ("parse", "import", "passes", "compile", "execute") if stage in t]
-    print(_table(rows, ["stage", "time"]))
+    print(table(rows, ["stage", "time"]))
     if engine is program:
         mem = program.memory()
-        print(f"\nmemory per device: arguments {_bytes(mem['argument_bytes'])}, outputs {_bytes(mem['output_bytes'])}, "
-              f"temp {_bytes(mem['temp_bytes'])}, aliased {_bytes(mem['alias_bytes'])}")
+        print(f"\nmemory per device: arguments {human_bytes(mem['argument_bytes'])}, outputs {human_bytes(mem['output_bytes'])}, "
+              f"temp {human_bytes(mem['temp_bytes'])}, aliased {human_bytes(mem['alias_bytes'])}")
     if outputs is not None:
         rows = []
         for spec, arr in zip(program.results, outputs):
             rows.append([f"out{spec.index}", "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)])
         print()
-        print(_table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
+        print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
         if args.outputs:
             print(f"\nwrote {args.outputs}")
     return 0

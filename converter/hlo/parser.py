@@ -2095,6 +2095,18 @@ def parse_sharding(text: str) -> A.Sharding:
     return sharding
 
 
+def parse_shape_prefix(text: str, pos: int = 0) -> tuple[Shape, int]:
+    """Parse the HLO shape (with layout) that starts at `pos`; returns it and where it
+    ends.  ValueError when there is none: for tools that read shapes out of other dumps."""
+    parser = _Parser(text, "<shape>")
+    parser.p = pos
+    try:
+        shape = parser.shape()
+    except HloParseError as e:
+        raise ValueError(e.message) from None
+    return shape, parser.p
+
+
 def parse_window(text: str) -> A.Window:
     """Parse the braces of `window={...}` (Window ToString); ValueError when bad."""
     parser = _Parser(text, "<window>")
