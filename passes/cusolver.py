@@ -97,42 +97,44 @@ def _real_type(v: ir.Value) -> ir.Type:
 
 
 def lower_lu_pivots_to_permutation(op: ir.Operation) -> None:
+    (pivots,) = list(op.operands)
+    out_t = ir.RankedTensorType(op.results[0].type)
+    with rw.at(op):
+        perm = pivots_to_permutation(pivots, out_t.shape[-1], out_t.element_type)
+    rw.replace(op, [perm])
+
+
+def pivots_to_permutation(pivots: ir.Value, size: int, element: ir.Type) -> ir.Value:
     """perm = iota; for i < k: swap perm[i], perm[pivots[i]] (pivots 0-based; out-of-range
     pivots skipped, as jaxlib's kernel does), per batch element."""
     b = rw.build
-    (pivots,) = list(op.operands)
-    out_t = ir.RankedTensorType(op.results[0].type)
-    *batch, size = list(out_t.shape)
-    k = b.shape_of(pivots)[-1]
+    *batch, k = b.shape_of(pivots)
     s32 = ir.IntegerType.get_signless(32)
     nb = len(batch)
-    with rw.at(op):
-        zero = b.scalar_constant(0, s32)
-        pivots = b.convert(pivots, s32)
-        start = b.iota(s32, batch + [size], nb)
-        positions = b.iota(s32, batch + [size], nb)
+    zero = b.scalar_constant(0, s32)
+    pivots = b.convert(pivots, s32)
+    start = b.iota(s32, batch + [size], nb)
+    positions = b.iota(s32, batch + [size], nb)
 
-        def cond(i, perm):
-            return b.compare(i, b.scalar_constant(k, s32), "LT", "SIGNED")
+    def cond(i, perm):
+        return b.compare(i, b.scalar_constant(k, s32), "LT", "SIGNED")
 
-        def body(i, perm):
-            j = b.reshape(b.dynamic_slice(pivots, [zero] * nb + [i], batch + [1]), batch)
-            valid = b.binary("and", b.compare(j, b.scalar_constant(0, s32, batch), "GE", "SIGNED"),
-                             b.compare(j, b.scalar_constant(size, s32, batch), "LT", "SIGNED"))
-            j = b.select(valid, j, b.broadcast_in_dim(i, batch, []))
-            at_i = b.compare(positions, b.broadcast_in_dim(i, batch + [size], []), "EQ", "SIGNED")
-            at_j = b.compare(positions, b.broadcast_in_dim(j, batch + [size], list(range(nb))), "EQ", "SIGNED")
-            value_i = b.reduce(b.select(at_i, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
-            value_j = b.reduce(b.select(at_j, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
-            spread = list(range(nb))
-            perm = b.select(at_i, b.broadcast_in_dim(value_j, batch + [size], spread), perm)
-            perm = b.select(at_j, b.broadcast_in_dim(value_i, batch + [size], spread), perm)
-            return [b.binary("add", i, b.scalar_constant(1, s32)), perm]
+    def body(i, perm):
+        j = b.reshape(b.dynamic_slice(pivots, [zero] * nb + [i], batch + [1]), batch)
+        valid = b.binary("and", b.compare(j, b.scalar_constant(0, s32, batch), "GE", "SIGNED"),
+                         b.compare(j, b.scalar_constant(size, s32, batch), "LT", "SIGNED"))
+        j = b.select(valid, j, b.broadcast_in_dim(i, batch, []))
+        at_i = b.compare(positions, b.broadcast_in_dim(i, batch + [size], []), "EQ", "SIGNED")
+        at_j = b.compare(positions, b.broadcast_in_dim(j, batch + [size], list(range(nb))), "EQ", "SIGNED")
+        value_i = b.reduce(b.select(at_i, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
+        value_j = b.reduce(b.select(at_j, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
+        spread = list(range(nb))
+        perm = b.select(at_i, b.broadcast_in_dim(value_j, batch + [size], spread), perm)
+        perm = b.select(at_j, b.broadcast_in_dim(value_i, batch + [size], spread), perm)
+        return [b.binary("add", i, b.scalar_constant(1, s32)), perm]
 
-        _, perm = b.while_loop([zero, start], cond, body)
-        if out_t.element_type != s32:
-            perm = b.convert(perm, out_t.element_type)
-    rw.replace(op, [perm])
+    _, perm = b.while_loop([zero, start], cond, body)
+    return b.convert(perm, element)
 
 
 def lower_potrf(op: ir.Operation) -> None:

@@ -11,7 +11,9 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
 
 from converter.importer import build  # noqa: F401  (re-exported for passes)
 from passes.errors import PassError
@@ -208,3 +210,38 @@ def has_uses(value: ir.Value) -> bool:
 
 def tensor_shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
+
+
+def _layout(minor_to_major: Sequence[int]) -> ir.Attribute:
+    t = ir.RankedTensorType.get([len(minor_to_major)], ir.IndexType.get())
+    return ir.DenseElementsAttr.get(np.asarray(minor_to_major, dtype=np.int64), type=t)
+
+
+def lapack_layout(rank: int) -> ir.Attribute:
+    """Column-major in the two minor dimensions (LAPACK's), batch dimensions major."""
+    if rank < 2:
+        return _layout(list(range(rank - 1, -1, -1)))
+    return _layout([rank - 2, rank - 1] + list(range(rank - 3, -1, -1)))
+
+
+def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
+                ffi_attrs: dict[str, ir.Attribute] | None = None) -> list[ir.Value]:
+    """A call to one of jaxlib's CPU LAPACK kernels (`lapack_sgetrf_ffi`, ...) as JAX's own
+    lowering writes it: typed FFI (attributes in `mhlo.backend_config`), the matrix (first
+    operand, first result, which alias) column-major, the vectors (pivots, taus,
+    eigenvalues, info) row-major with their batch dimensions."""
+    def layouts(types: Sequence[ir.Type]) -> ir.Attribute:
+        ranks = [len(ir.RankedTensorType(t).shape) for t in types]
+        return ir.ArrayAttr.get([lapack_layout(r) if i == 0 else _layout(list(range(r - 1, -1, -1)))
+                                 for i, r in enumerate(ranks)])
+
+    attrs = {
+        "call_target_name": ir.StringAttr.get(target),
+        "api_version": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
+        "backend_config": ir.StringAttr.get(""),
+        "mhlo.backend_config": ir.DictAttr.get(ffi_attrs or {}),
+        "operand_layouts": layouts([v.type for v in operands]),
+        "result_layouts": layouts(result_types),
+        "output_operand_aliases": ir.ArrayAttr.get([stablehlo.OutputOperandAlias.get([0], 0, [])]),
+    }
+    return list(build.op("stablehlo.custom_call", list(result_types), list(operands), attrs).results)

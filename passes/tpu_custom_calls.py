@@ -12,9 +12,32 @@ Found in deviceless TPU v5e dumps of ordinary JAX programs (tests/dumps/tpu):
   high) 32-bit words, f64 as an (f32 high, f32 residual) pair whose sum is the value.
 - `Cholesky(a)` — lower Cholesky factor (XLA's cholesky with lower=true; the upper
   triangle is unspecified there too).
-- `InvertDiagBlocksLowerTriangular(a)` — XLA's TriangularSolveExpander step: each
-  diagonal block (128 x 128 on TPU) of the lower-triangular `a` inverted, zeros
-  elsewhere (xla/service/triangular_solve_expander.cc, InvertDiagonalBlocks).
+- `InvertDiagBlocksLowerTriangular(a)` / `InvertDiagBlocksUpperTriangular(a)` — XLA's
+  TriangularSolveExpander step: each diagonal block (128 x 128 on TPU) of the triangular
+  `a` inverted, zeros elsewhere (xla/service/triangular_solve_expander.cc,
+  InvertDiagonalBlocks).
+
+The TPU's blocked linear algebra (JAX's lu, qr, eigh, svd compiled for TPU) calls kernels
+for the panel steps of XLA's expanders; their results follow LAPACK's conventions, so they
+become jaxlib's CPU LAPACK calls (cpu_only, as in CPU dumps) or plain StableHLO:
+A complex matrix comes and goes as its real and imaginary parts (two operands, two results).
+- `LuDecompositionBlock(a)` → (lu, pivots, permutation): partial-pivoting LU with 0-based
+  pivots and the row permutation they make, as `jax.lax.linalg.lu` returns them:
+  `lapack_?getrf_ffi` (1-based pivots) and the pivots' permutation as a loop of swaps.
+- `QrDecompositionBlock(a)` → (a, taus): Householder QR in LAPACK's geqrf storage (XLA's
+  QrExpander::QrBlock): `lapack_?geqrf_ffi`.
+- `CompactWyHelper(m)` → t: the compact WY factor of XLA's
+  QrExpander::CompactWYRepresentation (Schreiber & Van Loan).  The operand the dump computes
+  is m = (triu(YᴴY, 1) + I) · diag(-taus), and XLA's loop `t[:, i] = t @ vtv[:, i]` from
+  t = diag(-taus) is t = D + t·N with D = diag(m), N = the strict upper part of m, i.e.
+  t·(I - N) = D: one triangular solve.
+- `EighTpu(tl, tr, bl, br)` → (w_top, w_bottom, v_tl, v_tr, v_bl, v_br): the TPU's Jacobi
+  eigensolver (XLA's eigh_expander layout) on the symmetric matrix [[tl, tr], [bl, br]],
+  padded by zero rows and columns to an even order; [[v_tl, v_tr], [v_bl, v_br]] holds
+  the eigenvectors as rows.  The dump sorts the eigenpairs after
+  the call and drops the padded ones, which Jacobi leaves in place (eigenvalue 0, a unit
+  eigenvector).  So: `lapack_?syevd_ffi` on the unpadded matrix (the padding read off the
+  `pad` that makes the bottom-right block), the padded pairs put back in their places.
 """
 
 from __future__ import annotations
@@ -24,24 +47,27 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from passes import rewrite as rw
+from passes.cusolver import pivots_to_permutation
 from passes.registry import PassOptions, register_pass
 
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")
+LINALG = ("LuDecompositionBlock", "QrDecompositionBlock", "CompactWyHelper", "EighTpu")
 TARGETS = ("AllocateBuffer", "X64SplitLow", "X64SplitHigh", "X64Combine", "Cholesky",
-           "InvertDiagBlocksLowerTriangular") + IDENTITY
+           "InvertDiagBlocksLowerTriangular", "InvertDiagBlocksUpperTriangular") + IDENTITY + LINALG
+LAPACK_TYPE_LETTER = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
 # TriangularSolveExpander's block size on TPU.
 DIAGONAL_BLOCK = 128
 
 
 @register_pass("tpu-custom-calls",
-               "TPU compiler custom-calls (AllocateBuffer, X64 split/combine, Cholesky, diagonal-block inverse, "
-               "gather-index markers) → plain ops", targets=TARGETS)
+               "TPU compiler custom-calls (AllocateBuffer, X64 split/combine, gather-index markers, Cholesky, "
+               "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls) → plain ops", targets=TARGETS)
 def lower_tpu_custom_calls(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, TARGETS):
         target = rw.call_target(op)
         with rw.at(op):
-            value = LOWERINGS[target](op)
-        rw.replace(op, [value])
+            values = LOWERINGS[target](op)
+        rw.replace(op, values if isinstance(values, list) else [values])
 
 
 def _single_result(op: ir.Operation) -> ir.Type:
@@ -116,28 +142,164 @@ def _cholesky(op: ir.Operation) -> ir.Value:
     return rw.build.op1("stablehlo.cholesky", _single_result(op), [a], {"lower": ir.BoolAttr.get(True)})
 
 
-def _invert_diagonal_blocks(op: ir.Operation) -> ir.Value:
-    """Mask `a` to its lower-triangular diagonal blocks; the inverse of that block-
-    diagonal matrix is the block-wise inverse, solved from the identity."""
+def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Value]:
+    """Mask `a` to its triangular diagonal blocks; the inverse of that block-diagonal
+    matrix is the block-wise inverse, solved from the identity."""
     b = rw.build
-    (a,) = op.operands
-    out_t = _single_result(op)
+    (a,), split = _joined(op, 1)
     shape = b.shape_of(a)
     n = shape[-1]
     et = b.element_type_of(a)
     block = np.arange(n) // DIAGONAL_BLOCK
-    keep = (block[:, None] == block[None, :]) & (np.arange(n)[:, None] >= np.arange(n)[None, :])
-    mask_t = ir.RankedTensorType.get([n, n], ir.IntegerType.get_signless(1))
-    mask = b.op1("stablehlo.constant", mask_t, [], {"value": ir.DenseElementsAttr.get(
-        keep, type=ir.IntegerType.get_signless(1), shape=[n, n])})
-    mask = b.broadcast_in_dim(mask, shape, [len(shape) - 2, len(shape) - 1])
-    masked = b.select(mask, a, b.scalar_constant(0, et, shape))
-    eye = b.broadcast_in_dim(b.op1("stablehlo.constant", ir.RankedTensorType.get([n, n], et), [], {
-        "value": ir.DenseElementsAttr.get(np.eye(n, dtype=np.float32 if isinstance(et, ir.F32Type) else np.float64),
-                                          type=et, shape=[n, n])}), shape, [len(shape) - 2, len(shape) - 1])
-    return b.op1("stablehlo.triangular_solve", out_t, [masked, eye], {
-        "left_side": ir.BoolAttr.get(True), "lower": ir.BoolAttr.get(True),
+    rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = (block[:, None] == block[None, :]) & ((rows >= cols) if lower else (rows <= cols))
+    i1 = ir.IntegerType.get_signless(1)
+    mask = b.op1("stablehlo.constant", ir.RankedTensorType.get([n, n], i1), [], {"value": ir.DenseElementsAttr.get(
+        keep, type=i1, shape=[n, n])})
+    matrix_dims = [len(shape) - 2, len(shape) - 1]
+    masked = b.select(b.broadcast_in_dim(mask, shape, matrix_dims), a, b.scalar_constant(0, et, shape))
+    diagonal = b.op1("stablehlo.constant", ir.RankedTensorType.get([n, n], i1), [], {"value": ir.DenseElementsAttr.get(
+        np.eye(n, dtype=bool), type=i1, shape=[n, n])})
+    eye = b.select(b.broadcast_in_dim(diagonal, shape, matrix_dims), b.scalar_constant(1, et, shape),
+                   b.scalar_constant(0, et, shape))
+    inverse = b.op1("stablehlo.triangular_solve", a.type, [masked, eye], {
+        "left_side": ir.BoolAttr.get(True), "lower": ir.BoolAttr.get(lower),
         "unit_diagonal": ir.BoolAttr.get(False), "transpose_a": stablehlo.TransposeAttr.get("NO_TRANSPOSE")})
+    return _split(inverse) if split else [inverse]
+
+
+def _lapack_letter(op: ir.Operation, x: ir.Value) -> str:
+    element = rw.build.element_type_of(x)
+    letter = LAPACK_TYPE_LETTER.get(str(element))
+    if letter is None:
+        raise rw.op_error(op, f"LAPACK has no routine for {element}")
+    return letter
+
+
+def _joined(op: ir.Operation, count: int) -> tuple[list[ir.Value], bool]:
+    """The call's `count` matrix operands; a complex matrix comes as (real, imaginary)
+    pairs of f32/f64 arrays (the TPU keeps 64-bit elements split), joined here."""
+    b = rw.build
+    operands = list(op.operands)
+    if len(operands) == count:
+        return operands, False
+    if len(operands) != 2 * count:
+        raise rw.op_error(op, f"expected {count} operand(s), or {2 * count} as real and imaginary parts; "
+                              f"found {len(operands)}")
+    joined = []
+    for re_, im in zip(operands[::2], operands[1::2]):
+        t = ir.RankedTensorType(re_.type)
+        joined.append(b.op1("stablehlo.complex", ir.RankedTensorType.get(list(t.shape), ir.ComplexType.get(
+            t.element_type)), [re_, im]))
+    return joined, True
+
+
+def _as_complex(t: ir.Type) -> ir.Type:
+    t = ir.RankedTensorType(t)
+    return ir.RankedTensorType.get(list(t.shape), ir.ComplexType.get(t.element_type))
+
+
+def _split(value: ir.Value) -> list[ir.Value]:
+    b = rw.build
+    t = ir.RankedTensorType(value.type)
+    part = ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
+    return [b.op1("stablehlo.real", part, [value]), b.op1("stablehlo.imag", part, [value])]
+
+
+def _lu_block(op: ir.Operation) -> list[ir.Value]:
+    b = rw.build
+    (a,), split = _joined(op, 1)
+    results = [r.type for r in op.results]
+    pivots_t, perm_t = results[-2:]
+    *batch, m, n = b.shape_of(a)
+    s32 = ir.IntegerType.get_signless(32)
+    lu, ipiv, _info = rw.lapack_call(
+        f"lapack_{_lapack_letter(op, a)}getrf_ffi", [a],
+        [a.type, ir.RankedTensorType.get(batch + [min(m, n)], s32), ir.RankedTensorType.get(batch, s32)])
+    pivots = b.binary("subtract", ipiv, b.scalar_constant(1, s32, batch + [min(m, n)]))  # LAPACK's are 1-based
+    perm_type = ir.RankedTensorType(perm_t)
+    perm = pivots_to_permutation(pivots, perm_type.shape[-1], perm_type.element_type)
+    return (_split(lu) if split else [lu]) + [b.convert(pivots, ir.RankedTensorType(pivots_t).element_type), perm]
+
+
+def _qr_block(op: ir.Operation) -> list[ir.Value]:
+    (a,), split = _joined(op, 1)
+    types = [r.type for r in op.results]
+    if split:  # (a real, a imaginary, taus real, taus imaginary)
+        types = [_as_complex(types[0]), _as_complex(types[2])]
+    qr, taus = rw.lapack_call(f"lapack_{_lapack_letter(op, a)}geqrf_ffi", [a], types)
+    return _split(qr) + _split(taus) if split else [qr, taus]
+
+
+def _compact_wy(op: ir.Operation) -> list[ir.Value]:
+    b = rw.build
+    (m,), split = _joined(op, 1)
+    shape = b.shape_of(m)
+    rank = len(shape)
+    diagonal = b.compare(b.iota(ir.IntegerType.get_signless(32), shape, rank - 2),
+                         b.iota(ir.IntegerType.get_signless(32), shape, rank - 1), "EQ", "SIGNED")
+    d = b.select(diagonal, m, b.scalar_constant(0, b.element_type_of(m), shape))
+    # X · A = D with A unit upper triangular whose strict upper part is -N.
+    t = b.op1("stablehlo.triangular_solve", m.type, [b.unary("negate", m), d], {
+        "left_side": ir.BoolAttr.get(False), "lower": ir.BoolAttr.get(False),
+        "unit_diagonal": ir.BoolAttr.get(True), "transpose_a": stablehlo.TransposeAttr.get("NO_TRANSPOSE")})
+    return _split(t) if split else [t]
+
+
+def _zero_padding(value: ir.Value) -> int:
+    """How many zero rows and columns the `pad` that made `value` appended, or 0."""
+    producer = rw.defining_op(value)
+    if producer is None or producer.name != "stablehlo.pad":
+        return 0
+    low = list(ir.DenseI64ArrayAttr(producer.attributes["edge_padding_low"]))
+    high = list(ir.DenseI64ArrayAttr(producer.attributes["edge_padding_high"]))
+    interior = list(ir.DenseI64ArrayAttr(producer.attributes["interior_padding"]))
+    fill = rw.defining_op(producer.operands[1])
+    if any(low) or any(interior) or high[-1] != high[-2] or any(high[:-2]) or fill is None \
+            or fill.name != "stablehlo.constant":
+        return 0
+    values = np.asarray(ir.DenseElementsAttr(fill.attributes["value"]))
+    return high[-1] if values.size and not np.any(values) else 0
+
+
+def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
+    b = rw.build
+    if len(op.operands) != 4 or len(op.results) != 6:
+        raise rw.op_error(op, f"expected 4 operands and 6 results, found {len(op.operands)} and {len(op.results)}")
+    tl, tr, bl, br = op.operands
+    *batch, k, _ = b.shape_of(tl)
+    nb = len(batch)
+    full = b.concatenate([b.concatenate([tl, tr], nb + 1), b.concatenate([bl, br], nb + 1)], nb)
+    padded = _zero_padding(br)
+    n = 2 * k - padded
+    a = b.slice_(full, [0] * (nb + 2), batch + [n, n]) if padded else full
+    element = b.element_type_of(a)
+    real = ir.RankedTensorType(op.results[0].type).element_type
+    letter = _lapack_letter(op, a)
+    routine = "heevd" if letter in "cz" else "syevd"
+    u8 = ir.IntegerType.get_unsigned(8)
+    v, w, _info = rw.lapack_call(
+        f"lapack_{letter}{routine}_ffi", [a],
+        [a.type, ir.RankedTensorType.get(batch + [n], real), ir.RankedTensorType.get(batch, ir.IntegerType.get_signless(32))],
+        {"mode": ir.IntegerAttr.get(u8, ord("V")), "uplo": ir.IntegerAttr.get(u8, ord("L"))})
+    # The kernel's blocks hold the eigenvectors as rows: the dump transposes the assembled
+    # matrix (a bitcast to the other layout) before sorting its columns by eigenvalue.
+    v = b.transpose(v, list(range(nb)) + [nb + 1, nb])
+    if padded:
+        # Jacobi leaves each zero row/column where it is: eigenvalue 0, eigenvector e_j.
+        w = b.pad(w, [0] * (nb + 1), [0] * nb + [padded])
+        keep = np.zeros((2 * k, 2 * k), dtype=bool)
+        keep[n:, n:] = np.eye(padded, dtype=bool)
+        eye_t = ir.RankedTensorType.get([2 * k, 2 * k], ir.IntegerType.get_signless(1))
+        unit = b.op1("stablehlo.constant", eye_t, [], {"value": ir.DenseElementsAttr.get(
+            keep, type=ir.IntegerType.get_signless(1), shape=[2 * k, 2 * k])})
+        unit = b.broadcast_in_dim(unit, batch + [2 * k, 2 * k], [nb, nb + 1])
+        v = b.pad(v, [0] * (nb + 2), [0] * nb + [padded, padded])
+        v = b.select(unit, b.scalar_constant(1, element, batch + [2 * k, 2 * k]), v)
+    zeros = [0] * nb
+    halves = [b.slice_(w, zeros + [0], batch + [k]), b.slice_(w, zeros + [k], batch + [2 * k])]
+    quadrants = [b.slice_(v, zeros + [r0, c0], batch + [r0 + k, c0 + k]) for r0 in (0, k) for c0 in (0, k)]
+    return halves + quadrants
 
 
 LOWERINGS = {
@@ -149,4 +311,9 @@ LOWERINGS = {
     "X64Combine": _x64_combine,
     "Cholesky": _cholesky,
     "InvertDiagBlocksLowerTriangular": _invert_diagonal_blocks,
+    "InvertDiagBlocksUpperTriangular": lambda op: _invert_diagonal_blocks(op, lower=False),
+    "LuDecompositionBlock": _lu_block,
+    "QrDecompositionBlock": _qr_block,
+    "CompactWyHelper": _compact_wy,
+    "EighTpu": _eigh_tpu,
 }

@@ -231,6 +231,15 @@ def spd(rng, n):
     return (a @ a.T + n * np.eye(n)).astype(np.float32)
 
 
+def _complex(rng, *shape):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def _hermitian(rng, n):
+    a = _complex(rng, n, n)
+    return (a @ a.conj().T + n * np.eye(n)).astype(np.complex64)
+
+
 def _layernorm(x, g, b):
     mean = x.mean(-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
@@ -408,6 +417,17 @@ PROGRAMS += [
     _single("linalg_svd", lambda a: jnp.linalg.svd(a, full_matrices=False), lambda r: [f32(r, 5, 4)]),
     _single("linalg_solve_lu", lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.slogdet(a)),
             lambda r: [spd(r, 4) + f32(r, 4, 4), f32(r, 4, 2)]),
+    # Past one 128-wide panel: blocked LU/QR (TPU panel kernels between matmuls and
+    # triangular solves) and the TPU's QDWH eigensolver around its Jacobi kernel.
+    _single("linalg_solve_large", lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.slogdet(a)),
+            lambda r: [spd(r, 160) + f32(r, 160, 160), f32(r, 160, 3)]),
+    _single("linalg_qr_large", lambda a: jnp.linalg.qr(a), lambda r: [f32(r, 200, 136)]),
+    _single("linalg_eigh_large", lambda a: jnp.linalg.eigh(a), lambda r: [spd(r, 150)]),
+    _single("linalg_batched", lambda h, a, m, b: (jnp.linalg.eigh(h), jnp.linalg.qr(a), jnp.linalg.solve(m, b)),
+            lambda r: [np.stack([spd(r, 5) for _ in range(3)]), f32(r, 2, 6, 4),
+                       np.stack([spd(r, 4) + f32(r, 4, 4) for _ in range(3)]), f32(r, 3, 4, 2)]),
+    _single("linalg_complex", lambda h, a, b: (jnp.linalg.eigh(h), jnp.linalg.qr(a), jnp.linalg.solve(a, b)),
+            lambda r: [_hermitian(r, 6), _complex(r, 6, 6) + 6 * np.eye(6, dtype=np.complex64), _complex(r, 6, 2)]),
     # ---- shard_map collectives on 4 devices
     _sm("sm_collectives_int", lambda x: (jax.lax.psum(x, "x"), jax.lax.pmax(x, "x"), jax.lax.pmin(x, "x"),
                                          jax.lax.all_gather(x, "x", tiled=True)),
