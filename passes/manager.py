@@ -11,7 +11,8 @@ from typing import Callable, TextIO
 from jaxlib.mlir import ir
 
 from passes.errors import PassError
-from passes.registry import PASSES, PassOptions
+from passes.registry import PASSES, PassOptions, target_matches
+from passes.rewrite import call_target, custom_calls
 
 # The default pipeline: a faithful import becomes a portable module (DESIGN §1).  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -91,11 +92,25 @@ def run_pipeline(
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)
         _write(module, os.path.join(dump_dir, "00-import.mlir"))
+    # The custom-call targets in the module, known since the last pass that ran.  A pass
+    # that rewrites only targets the module does not hold is skipped: walking and
+    # verifying a large module costs as much as most rewrites.
+    present: set[str] | None = None
     with module.context, ir.Location.unknown():
         for i, name in enumerate(names, start=1):
             if progress:
                 progress(name)
             start = time.perf_counter()
+            targets = PASSES[name].targets
+            if targets:
+                if present is None:
+                    present = {call_target(op) for op in custom_calls(module)}
+                if not any(target_matches(t, c) for t in targets for c in present):
+                    report.timings.append((name, time.perf_counter() - start))
+                    if dump_dir:
+                        _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
+                    continue
+            present = None
             try:
                 PASSES[name].run(module, options)
             except PassError:

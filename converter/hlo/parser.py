@@ -98,7 +98,8 @@ _RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
 _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
 _METADATA_VALUE = r'"(?:[^"\\\n]|\\.)*"|[^\s"\'{}]+'
 _RE_METADATA = re.compile(r"\{((?:\s*[A-Za-z_]\w*=(?:" + _METADATA_VALUE + r"))*)\s*\}")
-_RE_METADATA_KV = re.compile(r'([A-Za-z_]\w*)=(?:"((?:[^"\\\n]|\\.)*)"|([^\s"\'{}]+))')
+_RE_METADATA_ANY_KV = re.compile(
+    r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 _RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
 _RE_CURLY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}]')
 _RE_DIM = re.compile(r"\s*(<=\s*\d+|\d+|\?)\s*")
@@ -1825,10 +1826,8 @@ def _index(text: str) -> tuple[int, ...]:
 
 def parse_metadata(text: str) -> Metadata:
     """A Metadata record from the text inside `metadata={...}`."""
-    if _RE_METADATA.fullmatch("{" + text + "}"):
-        pairs = [(k, q, b, "") for k, q, b in _RE_METADATA_KV.findall(text)]
-    else:
-        pairs = re.findall(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')', text)
+    # One pass of one pattern: the values are quoted, bare, braced or single-quoted.
+    pairs = _RE_METADATA_ANY_KV.findall(text)
     md = Metadata()
     for key, quoted, bare, single in pairs:
         if single:
