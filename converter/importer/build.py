@@ -88,9 +88,21 @@ def broadcast_in_dim(x: ir.Value, dims: Sequence[int], broadcast_dimensions: Seq
 
 
 def convert(x: ir.Value, element: ir.Type) -> ir.Value:
-    if element_type_of(x) == element:
+    source = element_type_of(x)
+    if source == element:
         return x
+    if _sign_change(source, element):
+        # s32 <-> u32 (any width): a convert wraps modulo 2^n, which is the same bits.
+        # bitcast_convert says so, and IREE compiles it where it miscompiles the convert.
+        return op1("stablehlo.bitcast_convert", tensor_type_like(x, element=element), [x])
     return op1("stablehlo.convert", tensor_type_like(x, element=element), [x])
+
+
+def _sign_change(source: ir.Type, target: ir.Type) -> bool:
+    if not (isinstance(source, ir.IntegerType) and isinstance(target, ir.IntegerType)):
+        return False
+    s, t = ir.IntegerType(source), ir.IntegerType(target)
+    return s.width == t.width and s.width > 1
 
 
 def slice_(x: ir.Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> ir.Value:

@@ -183,6 +183,39 @@ ENTRY main {
     np.testing.assert_array_equal(out, expected)
 
 
+def test_scatter_of_unit_windows_over_indexed_dims():
+    """XLA's CPU select-and-scatter expansion writes one-element update windows over
+    every indexed dimension (update_window_dims={1,2,3}, updates [n,1,1,1]); the importer
+    writes the same scatter with those dims inserted (updates [n]), the form IREE also
+    compiles.  Same results as XLA on the original, out-of-bounds windows skipped."""
+    hlo = """HloModule scatter_unit_windows
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[3,4,2] parameter(0)
+  idx = s32[6,3] parameter(1)
+  upd = f32[6,1,1,1] parameter(2)
+  ROOT s = f32[3,4,2] scatter(x, idx, upd), update_window_dims={1,2,3}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1,2}, index_vector_dim=1, to_apply=add
+}
+"""
+    from converter.api import convert_text
+
+    module = str(convert_text(hlo, pipeline="none"))
+    assert "inserted_window_dims = [0, 1, 2]" in module and "tensor<6xf32>" in module
+    x = np.zeros((3, 4, 2), np.float32)
+    idx = np.array([[0, 0, 0], [2, 3, 1], [0, 0, 0], [1, 2, 1], [3, 0, 0], [1, -1, 0]], np.int32)
+    upd = np.arange(1, 7, dtype=np.float32).reshape(6, 1, 1, 1)
+    (out,) = differential_by_output(hlo, [x, idx, upd], ["add"], [True])
+    expected = x.copy()
+    for (i, j, k), u in zip(idx, upd.ravel()):
+        if 0 <= i < 3 and 0 <= j < 4 and 0 <= k < 2:
+            expected[i, j, k] += u
+    assert_close(out, expected)
+
+
 def test_variadic_scatter_with_a_two_operand_combiner():
     """Two operands scattered together; the combiner keeps the (value, index) pair with
     the larger value, the lower index on ties: an argmax scatter."""

@@ -96,7 +96,7 @@ def import_clamp(ctx, lo, x, hi):
 
 @import_rule("convert")
 def import_convert(ctx, x):
-    return b.op1("stablehlo.convert", ctx.result_type(), [x])
+    return b.convert(x, ir.RankedTensorType(ctx.result_type()).element_type)
 
 
 @import_rule("bitcast-convert")

@@ -144,9 +144,18 @@ def import_scatter(ctx, *operands):
     n = (len(operands) - 1) // 2
     inputs, indices, updates = list(operands[:n]), operands[n], list(operands[n + 1:])
     a = ctx.attrs
+    window_dims, inserted = _unit_windows_inserted(
+        b.shape_of(inputs[0]), b.shape_of(updates[0]), list(a.get("update_window_dims", [])),
+        list(a.get("inserted_window_dims", [])), list(a.get("input_batching_dims", [])),
+        list(a.get("scatter_dims_to_operand_dims", [])))
+    if len(window_dims) != len(a.get("update_window_dims", [])):
+        kept = [d for d in range(len(b.shape_of(updates[0])))
+                if d in window_dims or d not in a.get("update_window_dims", [])]
+        updates = [b.reshape(u, [b.shape_of(u)[d] for d in kept]) for u in updates]
+        window_dims = [kept.index(d) for d in window_dims]
     dnums = stablehlo.ScatterDimensionNumbers.get(
-        update_window_dims=a.get("update_window_dims", []),
-        inserted_window_dims=a.get("inserted_window_dims", []),
+        update_window_dims=window_dims,
+        inserted_window_dims=inserted,
         input_batching_dims=a.get("input_batching_dims", []),
         scatter_indices_batching_dims=a.get("scatter_indices_batching_dims", []),
         scattered_dims_to_operand_dims=a.get("scatter_dims_to_operand_dims", []),
@@ -160,3 +169,22 @@ def import_scatter(ctx, *operands):
     comp = a["to_apply"]
     ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))
     return list(op.results)
+
+
+def _unit_windows_inserted(operand: list[int], updates: list[int], window_dims: list[int], inserted: list[int],
+                           batching: list[int], scattered: list[int]) -> tuple[list[int], list[int]]:
+    """Window dimensions of size 1 along operand dimensions that an index places are the
+    same as inserted window dimensions (a window of one element at the index).  XLA writes
+    either form; the inserted one is the form other compilers also take (IREE rejects
+    unit update windows over indexed dimensions).  Returns the update window dims to keep
+    (positions in the original updates) and the inserted dims."""
+    if batching:
+        return window_dims, inserted
+    operand_windows = [d for d in range(len(operand)) if d not in inserted]
+    keep, more = [], []
+    for u, d in zip(window_dims, operand_windows):
+        if updates[u] == 1 and d in scattered:
+            more.append(d)
+        else:
+            keep.append(u)
+    return keep, sorted(inserted + more)
