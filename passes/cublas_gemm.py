@@ -538,8 +538,9 @@ def _dequantize(op: ir.Operation, x: ir.Value, scale: ir.Value, k_dim: int, f32:
 
 
 def lower_cublas_triangular_solve(op: ir.Operation) -> None:
-    """`__cublas$triangularSolve(a, b)` → stablehlo.triangular_solve with the options XLA
-    stored at the top level of backend_config (TriangularSolveRewriter::Run)."""
+    """`__cublas$triangularSolve(a, b)` → a triangular solve (a loop of plain ops, which
+    every StableHLO compiler takes) with the options XLA stored at the top level of
+    backend_config (TriangularSolveRewriter::Run)."""
     b = rw.build
     config = rw.backend_config(op)
     if len(op.operands) != 2 or len(op.results) < 1:
@@ -550,10 +551,7 @@ def lower_cublas_triangular_solve(op: ir.Operation) -> None:
     if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
         raise rw.op_error(op, f"backend_config.transpose_a {transpose} is not a triangular-solve option")
     with rw.at(op):
-        x = b.op1("stablehlo.triangular_solve", op.results[0].type, list(op.operands), {
-            "left_side": ir.BoolAttr.get(bool(config.get("left_side", False))),
-            "lower": ir.BoolAttr.get(bool(config.get("lower", False))),
-            "unit_diagonal": ir.BoolAttr.get(bool(config.get("unit_diagonal", False))),
-            "transpose_a": stablehlo.TransposeAttr.get(transpose),
-        })
+        x = b.triangular_solve(*op.operands, left_side=bool(config.get("left_side", False)),
+                               lower=bool(config.get("lower", False)), transpose_a=transpose,
+                               unit_diagonal=bool(config.get("unit_diagonal", False)))
     _replace(op, [x], 1)

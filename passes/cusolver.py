@@ -17,9 +17,9 @@ LAPACK's become those targets (kept, marked cpu_only by custom-call-policy):
 `cusolver_potrf_ffi(a)` (jax.lax.linalg.cholesky on GPU; hip: `hipsolver_potrf_ffi`)
 returns (factor, info): cuSOLVER's POTRF writes the factor into the requested triangle
 and `info` = 0, or the 1-based order of the leading minor that is not positive definite.
-JAX turns a non-zero info into NaNs and keeps only the triangle, so the rewrite is
-`stablehlo.cholesky` (which leaves the other triangle implementation-defined, as cuSOLVER
-leaves it unchanged) and cuSOLVER's info.
+JAX turns a non-zero info into NaNs and keeps only the triangle, so the rewrite is a
+Cholesky factorization (a loop over columns in plain ops: `stablehlo.cholesky` is not
+taken by every StableHLO compiler) and cuSOLVER's info.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for 
 LAPACK_TYPE_LETTER = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
 
 
-@register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky → stablehlo.cholesky, LU pivots → a loop, "
+@register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky and LU pivots → loops in plain ops, "
                            "LU/QR/eigh/SVD → jaxlib's CPU LAPACK calls",
                targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS)
 def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
@@ -149,7 +149,7 @@ def lower_potrf(op: ir.Operation) -> None:
     n = shape[-1]
     batch = shape[:-2]
     with rw.at(op):
-        factor = b.op1("stablehlo.cholesky", a_t, [a], {"lower": ir.BoolAttr.get(lower)})
+        factor = b.cholesky(a, lower)
         results = [factor]
         if len(op.results) > 1:
             results.append(_info(op, a, factor, batch, n, lower))
@@ -158,15 +158,20 @@ def lower_potrf(op: ir.Operation) -> None:
 
 def _info(op: ir.Operation, a: ir.Value, factor: ir.Value, batch: list[int], n: int, lower: bool) -> ir.Value:
     """s32[batch]: 0 where the factorization succeeded, else the order of the first leading
-    minor that is not positive definite.  XLA's Cholesky fills a failed factor with NaNs,
-    which hides where it failed, so only when some factor is not finite is the order found
+    minor that is not positive definite.  A failed factor holds NaNs from the failing
+    column on, but so can a factor of an input with NaNs, so only when some factor is not finite is the order found
     by an unblocked factorization (a loop of n rank-1 updates) of the input."""
     b = rw.build
     info_t = ir.RankedTensorType(op.results[1].type)
     s32 = ir.IntegerType.get_signless(32)
     i1 = ir.IntegerType.get_signless(1)
     rank = len(batch) + 2
-    finite = b.op1("stablehlo.is_finite", b.tensor_type_like(factor, element=i1), [factor])
+    if isinstance(b.element_type_of(factor), ir.ComplexType):
+        parts = [b.op1(f"stablehlo.{p}", _real_type(factor), [factor]) for p in ("real", "imag")]
+        finite = b.binary("and", *[b.op1("stablehlo.is_finite", b.tensor_type_like(v, element=i1), [v])
+                                  for v in parts])
+    else:
+        finite = b.op1("stablehlo.is_finite", b.tensor_type_like(factor, element=i1), [factor])
     all_finite = b.reduce(finite, list(range(rank)), "and", 1)
     branch = b.op("stablehlo.if", [ir.RankedTensorType.get(batch, s32)], [all_finite], regions=2)
     with ir.InsertionPoint(branch.regions[0].blocks.append()):
@@ -184,14 +189,17 @@ def _first_failing_minor(a: ir.Value, batch: list[int], n: int, lower: bool) -> 
     s32 = ir.IntegerType.get_signless(32)
     rank = len(batch) + 2
     et = b.element_type_of(a)
+    is_complex = isinstance(et, ir.ComplexType)
+    real_t = ir.ComplexType(et).element_type if is_complex else et
     full = batch + [n, n]
     rows, cols = b.iota(s32, full, rank - 2), b.iota(s32, full, rank - 1)
-    # The symmetric matrix the requested triangle describes (cuSOLVER reads only that one).
+    # The Hermitian matrix the requested triangle describes (cuSOLVER reads only that one).
     keep = b.compare(rows, cols, "GE" if lower else "LE", "SIGNED")
     tri = b.select(keep, a, b.scalar_constant(0, et, full))
     perm = list(range(len(batch))) + [rank - 1, rank - 2]
     strict = b.select(b.compare(rows, cols, "EQ", "SIGNED"), b.scalar_constant(0, et, full), tri)
-    sym = b.binary("add", tri, b.transpose(strict, perm))
+    mirrored = b.transpose(strict, perm)
+    sym = b.binary("add", tri, b.conj(mirrored) if is_complex else mirrored)
     zero_i = b.scalar_constant(0, s32)
 
     def cond(k, m, info):
@@ -200,18 +208,24 @@ def _first_failing_minor(a: ir.Value, batch: list[int], n: int, lower: bool) -> 
     def body(k, m, info):
         starts = [zero_i] * len(batch)
         pivot = b.reshape(b.dynamic_slice(m, starts + [k, k], batch + [1, 1]), batch)
-        failed = b.unary("not", b.compare(pivot, b.scalar_constant(0, et, batch), "GT", "FLOAT"))
+        if is_complex:  # the diagonal of a Hermitian matrix is real
+            pivot = b.op1("stablehlo.real", ir.RankedTensorType.get(batch, real_t), [pivot])
+        failed = b.unary("not", b.compare(pivot, b.scalar_constant(0, real_t, batch), "GT", "FLOAT"))
         first = b.binary("and", failed, b.compare(info, b.scalar_constant(0, s32, batch), "EQ", "SIGNED"))
         k1 = b.binary("add", k, b.scalar_constant(1, s32))
         info = b.select(first, b.broadcast_in_dim(k1, batch, []), info)
-        root = b.unary("sqrt", b.select(failed, b.scalar_constant(1, et, batch), pivot))
+        root = b.unary("sqrt", b.select(failed, b.scalar_constant(1, real_t, batch), pivot))
+        if is_complex:
+            root = b.op1("stablehlo.complex", ir.RankedTensorType.get(batch, et),
+                         [root, b.scalar_constant(0, real_t, batch)])
         column = b.reshape(b.dynamic_slice(m, starts + [zero_i, k], batch + [n, 1]), batch + [n])
         below = b.compare(b.iota(s32, batch + [n], len(batch)), b.broadcast_in_dim(k, batch + [n], []), "GT",
                           "SIGNED")
         scaled = b.binary("divide", column, b.broadcast_in_dim(root, batch + [n], list(range(len(batch)))))
         col = b.select(below, scaled, b.scalar_constant(0, et, batch + [n]))
         outer = b.binary("multiply", b.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 2]),
-                         b.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 1]))
+                         b.broadcast_in_dim(b.conj(col) if is_complex else col, full,
+                                            list(range(len(batch))) + [rank - 1]))
         return [k1, b.binary("subtract", m, outer), info]
 
     _, _, info = b.while_loop([zero_i, sym, b.scalar_constant(0, s32, batch)], cond, body)

@@ -11,7 +11,7 @@ Found in deviceless TPU v5e dumps of ordinary JAX programs (tests/dumps/tpu):
   element types as pairs of 32-bit halves: c64 as (real, imag) f32, s64/u64 as (low,
   high) 32-bit words, f64 as an (f32 high, f32 residual) pair whose sum is the value.
 - `Cholesky(a)` — lower Cholesky factor (XLA's cholesky with lower=true; the upper
-  triangle is unspecified there too).
+  triangle is unspecified there), as a loop over columns in plain ops.
 - `InvertDiagBlocksLowerTriangular(a)` / `InvertDiagBlocksUpperTriangular(a)` — XLA's
   TriangularSolveExpander step: each diagonal block (128 x 128 on TPU) of the triangular
   `a` inverted, zeros elsewhere (xla/service/triangular_solve_expander.cc,
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
 
 from passes import rewrite as rw
 from passes.cusolver import pivots_to_permutation
@@ -139,7 +138,8 @@ def _x64_combine(op: ir.Operation) -> ir.Value:
 
 def _cholesky(op: ir.Operation) -> ir.Value:
     (a,) = op.operands
-    return rw.build.op1("stablehlo.cholesky", _single_result(op), [a], {"lower": ir.BoolAttr.get(True)})
+    _single_result(op)
+    return rw.build.cholesky(a, lower=True)
 
 
 def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Value]:
@@ -162,9 +162,7 @@ def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Val
         np.eye(n, dtype=bool), type=i1, shape=[n, n])})
     eye = b.select(b.broadcast_in_dim(diagonal, shape, matrix_dims), b.scalar_constant(1, et, shape),
                    b.scalar_constant(0, et, shape))
-    inverse = b.op1("stablehlo.triangular_solve", a.type, [masked, eye], {
-        "left_side": ir.BoolAttr.get(True), "lower": ir.BoolAttr.get(lower),
-        "unit_diagonal": ir.BoolAttr.get(False), "transpose_a": stablehlo.TransposeAttr.get("NO_TRANSPOSE")})
+    inverse = b.triangular_solve(masked, eye, left_side=True, lower=lower)
     return _split(inverse) if split else [inverse]
 
 
@@ -240,9 +238,7 @@ def _compact_wy(op: ir.Operation) -> list[ir.Value]:
                          b.iota(ir.IntegerType.get_signless(32), shape, rank - 1), "EQ", "SIGNED")
     d = b.select(diagonal, m, b.scalar_constant(0, b.element_type_of(m), shape))
     # X · A = D with A unit upper triangular whose strict upper part is -N.
-    t = b.op1("stablehlo.triangular_solve", m.type, [b.unary("negate", m), d], {
-        "left_side": ir.BoolAttr.get(False), "lower": ir.BoolAttr.get(False),
-        "unit_diagonal": ir.BoolAttr.get(True), "transpose_a": stablehlo.TransposeAttr.get("NO_TRANSPOSE")})
+    t = b.triangular_solve(b.unary("negate", m), d, left_side=False, lower=False, unit_diagonal=True)
     return _split(t) if split else [t]
 
 

@@ -275,3 +275,116 @@ def conv_dimension_numbers(labels) -> ir.Attribute:
         kernel_spatial_dimensions=list(labels.kernel_spatial),
         output_batch_dimension=labels.output_batch, output_feature_dimension=labels.output_feature,
         output_spatial_dimensions=list(labels.output_spatial))
+
+
+def cholesky(a: ir.Value, lower: bool = True) -> ir.Value:
+    """The Cholesky factor of a batch of Hermitian positive-definite matrices in plain ops:
+    one loop step per column, L[:, j] = (A[:, j] - L · conj(L[j, :])) / L[j, j] below the
+    diagonal.  Reads only the `lower` (else upper) triangle; the other one of the result is
+    zero.  Equivalent to `stablehlo.cholesky`, which not every StableHLO compiler takes
+    (IREE does not); a matrix that is not positive definite gets NaNs from its first
+    failing column on, as XLA's expansion gives."""
+    shape = shape_of(a)
+    *batch, n, _ = shape
+    nb = len(batch)
+    et = element_type_of(a)
+    is_complex = isinstance(et, ir.ComplexType)
+    swap = list(range(nb)) + [nb + 1, nb]
+
+    def adjoint(x: ir.Value) -> ir.Value:
+        x = transpose(x, swap)
+        return conj(x) if is_complex else x
+
+    if not lower:  # the upper triangle of A is the conjugated lower one of Aᴴ
+        a = adjoint(a)
+    s32 = ir.IntegerType.get_signless(32)
+    zero = scalar_constant(0, s32)
+    rows = iota(s32, batch + [n], nb)
+
+    def cond(j, factor):
+        return compare(j, scalar_constant(n, s32), "LT", "SIGNED")
+
+    def body(j, factor):
+        row = reshape(dynamic_slice(factor, [zero] * nb + [j, zero], batch + [1, n]), batch + [n])
+        row = conj(row) if is_complex else row
+        done = dot_general(factor, row, et, list(range(nb)), list(range(nb)), [nb + 1], [nb])
+        column = reshape(dynamic_slice(a, [zero] * nb + [zero, j], batch + [n, 1]), batch + [n])
+        v = binary("subtract", column, done)
+        pivot = reshape(dynamic_slice(v, [zero] * nb + [j], batch + [1]), batch)
+        if is_complex:
+            real_t = ir.ComplexType(et).element_type
+            real = op1("stablehlo.real", ir.RankedTensorType.get(batch, real_t), [pivot])
+            root = unary("sqrt", real)
+            diag = op1("stablehlo.complex", ir.RankedTensorType.get(batch, et), [root, scalar_constant(0, real_t, batch)])
+        else:
+            diag = unary("sqrt", pivot)
+        spread = broadcast_in_dim(diag, batch + [n], list(range(nb)))
+        at = broadcast_in_dim(j, batch + [n], [])
+        new = select(compare(rows, at, "GT", "SIGNED"), binary("divide", v, spread),
+                     select(compare(rows, at, "EQ", "SIGNED"), spread, scalar_constant(0, et, batch + [n])))
+        factor = dynamic_update_slice(factor, reshape(new, batch + [n, 1]), [zero] * nb + [zero, j])
+        return [binary("add", j, scalar_constant(1, s32)), factor]
+
+    _, factor = while_loop([zero, scalar_constant(0, et, shape)], cond, body)
+    return factor if lower else adjoint(factor)
+
+
+def conj(x: ir.Value) -> ir.Value:
+    """The complex conjugate."""
+    t = ir.RankedTensorType(x.type)
+    part = ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
+    re_ = op1("stablehlo.real", part, [x])
+    im = unary("negate", op1("stablehlo.imag", part, [x]))
+    return op1("stablehlo.complex", x.type, [re_, im])
+
+
+def triangular_solve(a: ir.Value, rhs: ir.Value, *, left_side: bool, lower: bool, transpose_a: str = "NO_TRANSPOSE",
+                     unit_diagonal: bool = False) -> ir.Value:
+    """`stablehlo.triangular_solve` in plain ops: op(A) X = B (left_side) or X op(A) = B,
+    op one of NO_TRANSPOSE, TRANSPOSE, ADJOINT, reading only A's `lower` (else upper)
+    triangle, its diagonal taken as ones when `unit_diagonal`.  Brought to a lower,
+    left-sided solve (transposes and index reversals) and solved by forward substitution,
+    one loop step per row; for compilers that do not take triangular_solve (IREE)."""
+    *batch, m, _ = shape_of(a)
+    nb = len(batch)
+    et = element_type_of(a)
+    swap = list(range(nb)) + [nb + 1, nb]
+    if transpose_a in ("TRANSPOSE", "ADJOINT"):
+        a = transpose(a, swap)
+        if transpose_a == "ADJOINT" and isinstance(et, ir.ComplexType):
+            a = conj(a)
+        lower = not lower
+    elif transpose_a != "NO_TRANSPOSE":
+        raise ValueError(f"transpose_a {transpose_a}")
+    if not left_side:  # X A = B  <=>  Aᵀ Xᵀ = Bᵀ
+        a, rhs, lower = transpose(a, swap), transpose(rhs, swap), not lower
+    flip = not lower  # J A J is lower for an upper A (J reverses the order)
+    if flip:
+        a = op1("stablehlo.reverse", a.type, [a], {"dimensions": i64_array([nb, nb + 1])})
+        rhs = op1("stablehlo.reverse", rhs.type, [rhs], {"dimensions": i64_array([nb])})
+    k = shape_of(rhs)[-1]
+    s32 = ir.IntegerType.get_signless(32)
+    full = batch + [m, m]
+    rows, cols = iota(s32, full, nb), iota(s32, full, nb + 1)
+    strict = select(compare(rows, cols, "GT", "SIGNED"), a, scalar_constant(0, et, full))
+    zero = scalar_constant(0, s32)
+    spread = list(range(nb))
+
+    def cond(i, x):
+        return compare(i, scalar_constant(m, s32), "LT", "SIGNED")
+
+    def body(i, x):
+        row = reshape(dynamic_slice(strict, [zero] * nb + [i, zero], batch + [1, m]), batch + [m])
+        known = dot_general(row, x, et, spread, spread, [nb], [nb])  # rows past i of x are still zero
+        b_i = reshape(dynamic_slice(rhs, [zero] * nb + [i, zero], batch + [1, k]), batch + [k])
+        x_i = binary("subtract", b_i, known)
+        if not unit_diagonal:
+            diag = reshape(dynamic_slice(a, [zero] * nb + [i, i], batch + [1, 1]), batch)
+            x_i = binary("divide", x_i, broadcast_in_dim(diag, batch + [k], spread))
+        x = dynamic_update_slice(x, reshape(x_i, batch + [1, k]), [zero] * nb + [i, zero])
+        return [binary("add", i, scalar_constant(1, s32)), x]
+
+    _, x = while_loop([zero, scalar_constant(0, et, shape_of(rhs))], cond, body)
+    if flip:
+        x = op1("stablehlo.reverse", x.type, [x], {"dimensions": i64_array([nb])})
+    return x if left_side else transpose(x, swap)

@@ -243,19 +243,52 @@ ENTRY main {
     assert_close(ours, theirs)
 
 
-def test_triangular_solve_target():
-    a = np.tril(f32(4, 4)) + 4 * np.eye(4, dtype=np.float32)
-    b = f32(4, 3)
-    text = """HloModule ts
-ENTRY main {
-  p0 = f32[4,4]{1,0} parameter(0)
-  p1 = f32[4,3]{1,0} parameter(1)
-  g = (f32[4,3]{1,0}, s8[0]{0}) custom-call(p0, p1), custom_call_target="__cublas$triangularSolve", backend_config={"left_side":true,"lower":true,"unit_diagonal":false,"transpose_a":"NO_TRANSPOSE"}
-  ROOT d = f32[4,3]{1,0} get-tuple-element(g), index=0
-}
+@pytest.mark.parametrize("left_side", [True, False])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("transpose", ["NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_triangular_solve_target(left_side, lower, transpose, unit_diagonal):
+    """Every option of `__cublas$triangularSolve` (batched; c64 for ADJOINT, f32 otherwise)
+    against NumPy's solve of the matrix the options describe.  The triangle not named by
+    `lower` holds garbage that must not be read."""
+    dtype, hlo_type = (np.complex64, "c64") if transpose == "ADJOINT" else (np.float32, "f32")
+    rng = np.random.default_rng(11)
+
+    def draw(*shape):
+        x = rng.standard_normal(shape)
+        return (x + 1j * rng.standard_normal(shape) if dtype == np.complex64 else x).astype(dtype)
+
+    tri = np.tril if lower else np.triu
+    a = draw(2, 4, 4) + 4 * np.eye(4, dtype=dtype)
+    garbage = (np.triu if lower else np.tril)(np.full((4, 4), 1e3, dtype), 1 if lower else -1)
+    a_in = (tri(a) + garbage).astype(dtype)
+    b_shape = (2, 4, 3) if left_side else (2, 3, 4)
+    rhs = draw(*b_shape)
+    dims = lambda s: ",".join(map(str, s))  # noqa: E731
+    config = (f'{{"left_side":{str(left_side).lower()},"lower":{str(lower).lower()},'
+              f'"unit_diagonal":{str(unit_diagonal).lower()},"transpose_a":"{transpose}"}}')
+    text = f"""HloModule ts
+ENTRY main {{
+  p0 = {hlo_type}[2,4,4]{{2,1,0}} parameter(0)
+  p1 = {hlo_type}[{dims(b_shape)}]{{2,1,0}} parameter(1)
+  g = ({hlo_type}[{dims(b_shape)}]{{2,1,0}}, s8[0]{{0}}) custom-call(p0, p1), custom_call_target="__cublas$triangularSolve", backend_config={config}
+  ROOT d = {hlo_type}[{dims(b_shape)}]{{2,1,0}} get-tuple-element(g), index=0
+}}
 """
-    (x,) = run(text, a, b)
-    assert_close(x, np.linalg.solve(a.astype(np.float64), b).astype(np.float32), rtol=1e-5, atol=1e-5)
+    assert "custom_call" not in str(convert_text(text))
+    (x,) = run(text, a_in, rhs)
+    m = tri(a).astype(np.complex128 if dtype == np.complex64 else np.float64)
+    if unit_diagonal:
+        m = m - np.einsum("bii->bi", m)[..., None] * np.eye(4) + np.eye(4)
+    if transpose == "TRANSPOSE":
+        m = np.swapaxes(m, -1, -2)
+    elif transpose == "ADJOINT":
+        m = np.conj(np.swapaxes(m, -1, -2))
+    if left_side:
+        want = np.linalg.solve(m, rhs)
+    else:  # X M = B  <=>  Mᵀ Xᵀ = Bᵀ
+        want = np.swapaxes(np.linalg.solve(np.swapaxes(m, -1, -2), np.swapaxes(rhs, -1, -2)), -1, -2)
+    assert_close(x, want.astype(dtype), rtol=1e-4, atol=1e-4)
 
 
 def test_bad_operand_count_is_a_clear_error():

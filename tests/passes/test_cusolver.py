@@ -1,4 +1,4 @@
-"""cusolver_potrf_ffi (jax.lax.linalg.cholesky on GPU) → stablehlo.cholesky + info, run on
+"""cusolver_potrf_ffi (jax.lax.linalg.cholesky on GPU) → a Cholesky loop + info, run on
 CPU and checked against NumPy's Cholesky; info against the LAPACK/cuSOLVER definition (the
 order of the first leading minor that is not positive definite).
 
@@ -49,6 +49,27 @@ def test_factor_matches_numpy(batch, layout, lower):
         got, want = np.triu(factor), np.swapaxes(want, -1, -2)
     assert_close(got, want.astype(np.float32), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(info, np.zeros(batch, np.int32))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_complex_factor_matches_numpy(lower):
+    """c64: the factor of a Hermitian matrix, A = L Lᴴ (lower) or Uᴴ U (upper)."""
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((2, 4, 4)) + 1j * rng.standard_normal((2, 4, 4))
+    a = (z @ np.conj(np.swapaxes(z, -1, -2)) + 4 * np.eye(4)).astype(np.complex64)
+    text = potrf_module((2,), 4, lower, "1,2,0").replace("f32[", "c64[")
+    assert "custom_call" not in str(convert_text(text))
+    factor, info = convert_program(text)(a)
+    want = np.linalg.cholesky(a.astype(np.complex128))
+    if lower:
+        got = np.tril(factor)
+    else:
+        got, want = np.triu(factor), np.conj(np.swapaxes(want, -1, -2))
+    assert_close(got, want.astype(np.complex64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(info, np.zeros((2,), np.int32))
+    a[1, 2, 2] = -50.0  # leading minors 1 and 2 stay positive definite, minor 3 does not
+    _, info = convert_program(text)(a)
+    np.testing.assert_array_equal(info, [0, 3])
 
 
 def test_info_names_the_first_minor_that_is_not_positive_definite():

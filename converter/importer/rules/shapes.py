@@ -62,7 +62,6 @@ def import_bitcast(ctx, x):
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
     src_order = _major_to_minor(src)
     dst_order = _major_to_minor(dst)
-    src_phys = [src.dims[d] for d in src_order]
     dst_phys = [dst.dims[d] for d in dst_order]
     inverse = [0] * len(dst_order)
     for i, d in enumerate(dst_order):
