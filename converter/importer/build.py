@@ -388,3 +388,14 @@ def triangular_solve(a: ir.Value, rhs: ir.Value, *, left_side: bool, lower: bool
     if flip:
         x = op1("stablehlo.reverse", x.type, [x], {"dimensions": i64_array([nb])})
     return x if left_side else transpose(x, swap)
+
+
+def match_float(x: ir.Value, element: ir.Type) -> ir.Value:
+    """`x` converted to the floating-point type `element` when it holds another one.  The
+    TPU compiler's fusions mix precisions (an f32 padding value for a bf16 pad, an f32
+    update into a bf16 buffer, a bf16 operand of an f32 add), which XLA converts
+    implicitly and StableHLO requires written out."""
+    source = element_type_of(x)
+    if source != element and isinstance(source, ir.FloatType) and isinstance(element, ir.FloatType):
+        return convert(x, element)
+    return x

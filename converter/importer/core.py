@@ -468,4 +468,10 @@ def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Co
     """Import a parsed HLO module into a new StableHLO module (a faithful import)."""
     import converter.importer.rules  # noqa: F401  (fills the rule table)
 
-    return ModuleImporter(hlo, options, context).run()
+    module = ModuleImporter(hlo, options, context).run()
+    try:
+        module.operation.verify()
+    except ir.MLIRError as e:  # a rule wrote something StableHLO rejects: say where, not which pass
+        raise HloImportError(f"the imported module does not verify (an importer bug; please report it):\n{e}",
+                             None, hlo.path) from None
+    return module

@@ -524,3 +524,37 @@ def test_mulhi_is_the_high_half_of_the_double_width_product():
         high = [(int(a) * int(c)) >> bits for a, c in zip(x.tolist(), y.tolist())]
         wide = np.uint64 if t.startswith("u") else np.int64
         np.testing.assert_array_equal(out, np.array(high, dtype=wide).astype(x.dtype), err_msg=t)
+
+
+def test_tpu_mixed_precision_operands_are_converted():
+    """TPU fusions mix float types where XLA converts implicitly: an f32 padding value for
+    a bf16 pad, an f32 update into a bf16 buffer, bf16 + f32 -> f32, a bf16/f32 compare
+    (XLA's CPU verifier rejects these, so the oracle is NumPy with the conversions written
+    out; every value is exact in bf16)."""
+    hlo = """HloModule mixed
+ENTRY main {
+  x = bf16[2,3] parameter(0)
+  y = f32[2,3] parameter(1)
+  u = f32[1,3] parameter(2)
+  big = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  p = bf16[2,5] pad(x, big), padding=0_0x1_1
+  d = bf16[2,3] dynamic-update-slice(x, u, zero, zero)
+  s = f32[2,3] add(x, y)
+  c = pred[2,3] compare(x, y), direction=LT
+  ROOT r = (bf16[2,5], bf16[2,3], f32[2,3], pred[2,3]) tuple(p, d, s, c)
+}
+"""
+    bf16 = ml_dtypes.bfloat16
+    x = np.array([[1, 2, 3], [-4, 0.5, 8]], bf16)
+    y = np.array([[0.25, 2, -3], [-4, 1, 7]], np.float32)
+    u = np.array([[9, 10, 11]], np.float32)
+    p, d, s, c = run_ours(hlo, [x, y, u])
+    want_p = np.full((2, 5), -np.inf, np.float32)
+    want_p[:, 1:4] = x.astype(np.float32)
+    assert_close(p, want_p.astype(bf16))
+    want_d = x.copy()
+    want_d[0] = u[0].astype(bf16)
+    assert_close(d, want_d)
+    assert_close(s, x.astype(np.float32) + y)
+    np.testing.assert_array_equal(c, x.astype(np.float32) < y)

@@ -206,6 +206,76 @@ PROGRAMS: list[Program] = [
 ]
 
 
+# ---- ordinary model code: a small decoder-only LM step, scanned remat layers, dropout
+def _rope(x):
+    *_, seq, dim = x.shape
+    half = dim // 2
+    freq = 1.0 / (10000 ** (jnp.arange(half, dtype=jnp.float32) / half))
+    angle = jnp.arange(seq, dtype=jnp.float32)[:, None] * freq[None, :]
+    cos, sin = jnp.cos(angle), jnp.sin(angle)
+    x1, x2 = x[..., :half], x[..., half:]
+    return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
+
+
+def _decoder_loss(params, tokens):
+    emb, wq, wk, wv, wo, w1, w2, g = params
+    x = emb[tokens]  # [b, s, d]
+    h = x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * g
+    b, s, d = h.shape
+    heads = 2
+    q = _rope((h @ wq).reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3))
+    k = _rope((h @ wk).reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3))
+    v = (h @ wv).reshape(b, s, heads, d // heads).transpose(0, 2, 1, 3)
+    logits = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(d // heads)
+    logits = jnp.where(jnp.tril(jnp.ones((s, s), bool)), logits, -1e9)
+    att = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(logits, -1), v).transpose(0, 2, 1, 3).reshape(b, s, d)
+    x = x + att @ wo
+    x = x + jax.nn.gelu(x @ w1, approximate=False) @ w2
+    out = x @ emb.T
+    labels = jax.nn.one_hot(jnp.roll(tokens, -1, axis=1), emb.shape[0])
+    return -jnp.mean(jnp.sum(labels * jax.nn.log_softmax(out), -1))
+
+
+def _lm_train_step(*flat):
+    """One Adam step (bias-corrected, step 1) on the decoder's cross-entropy; the inputs
+    are the 8 parameters, their 8 first and 8 second moments, then the tokens."""
+    params, m, v, tokens = flat[0:8], flat[8:16], flat[16:24], flat[24]
+    loss, grads = jax.value_and_grad(_decoder_loss)(params, tokens)
+    m = jax.tree_util.tree_map(lambda mm, gg: 0.9 * mm + 0.1 * gg, m, grads)
+    v = jax.tree_util.tree_map(lambda vv, gg: 0.999 * vv + 0.001 * gg * gg, v, grads)
+    params = jax.tree_util.tree_map(lambda p, mm, vv: p - 1e-3 * (mm / 0.1) / (jnp.sqrt(vv / 0.001) + 1e-8),
+                                    params, m, v)
+    return loss, params, m, v
+
+
+def _lm_inputs(rng, vocab=32, d=16, ff=32, batch=4, seq=8):
+    shapes = [(vocab, d), (d, d), (d, d), (d, d), (d, d), (d, ff), (ff, d)]
+    params = [0.2 * f32(rng, *sh) for sh in shapes] + [np.ones((d,), np.float32)]
+    zeros = [np.zeros_like(p) for p in params]
+    return params + zeros + zeros + [rng.integers(0, vocab, (batch, seq)).astype(np.int32)]
+
+
+def _scan_remat(ws, x):
+    def layer(h, w):
+        return jax.checkpoint(lambda h, w: jnp.tanh(h @ w) + h)(h, w), jnp.mean(h)
+
+    def loss(ws):
+        h, means = jax.lax.scan(layer, x, ws)
+        return jnp.sum(h ** 2) + jnp.sum(means)
+
+    return jax.value_and_grad(loss)(ws)
+
+
+def _per_example_dropout(w, x, y, key):
+    def loss(w, xi, yi, k):
+        keep = jax.random.bernoulli(k, 0.8, xi.shape)
+        h = jnp.where(keep, xi / 0.8, 0.0)
+        return jnp.mean((jnp.tanh(h @ w) - yi) ** 2)
+
+    keys = jax.random.split(jax.random.wrap_key_data(key), x.shape[0])
+    return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0))(w, x, y, keys)
+
+
 # ---- input helpers for the second part of the catalog
 
 def bf16(rng, *shape):
@@ -426,6 +496,13 @@ PROGRAMS += [
     _single("linalg_batched", lambda h, a, m, b: (jnp.linalg.eigh(h), jnp.linalg.qr(a), jnp.linalg.solve(m, b)),
             lambda r: [np.stack([spd(r, 5) for _ in range(3)]), f32(r, 2, 6, 4),
                        np.stack([spd(r, 4) + f32(r, 4, 4) for _ in range(3)]), f32(r, 3, 4, 2)]),
+    _single("lm_train_step", _lm_train_step, _lm_inputs),
+    _single("scan_remat_layers", _scan_remat, lambda r: [0.3 * f32(r, 4, 8, 8), f32(r, 3, 8)]),
+    _single("per_example_dropout_grads", _per_example_dropout,
+            lambda r: [f32(r, 6, 3), f32(r, 5, 6), f32(r, 5, 3), np.array([0, 42], np.uint32)]),
+    _jit("spmd_lm_train_step", _lm_train_step, _lm_inputs,
+         [P(), P(None, "model"), P(None, "model"), P(None, "model"), P("model", None), P(None, "model"),
+          P("model", None), P()] * 3 + [P("data", None)], None, mesh_shape=(2, 2), axis_names=("data", "model")),
     _single("linalg_complex", lambda h, a, b: (jnp.linalg.eigh(h), jnp.linalg.qr(a), jnp.linalg.solve(a, b)),
             lambda r: [_hermitian(r, 6), _complex(r, 6, 6) + 6 * np.eye(6, dtype=np.complex64), _complex(r, 6, 2)]),
     # ---- shard_map collectives on 4 devices

@@ -44,6 +44,8 @@ BINARY = {
 
 @import_rule(*UNARY)
 def import_unary(ctx, x):
+    if ctx.opcode not in ("real", "imag", "is-finite"):
+        x = b.match_float(x, ir.RankedTensorType(ctx.result_type()).element_type)
     return b.op1(UNARY[ctx.opcode], ctx.result_type(), [x])
 
 
@@ -61,6 +63,9 @@ def import_chlo_unary(ctx, x):
 
 @import_rule(*BINARY)
 def import_binary(ctx, lhs, rhs):
+    if ctx.opcode != "complex":
+        element = ir.RankedTensorType(ctx.result_type()).element_type
+        lhs, rhs = b.match_float(lhs, element), b.match_float(rhs, element)
     return b.op1(BINARY[ctx.opcode], ctx.result_type(), [lhs, rhs])
 
 
@@ -81,16 +86,24 @@ def import_compare(ctx, lhs, rhs):
         else:
             compare_type = "FLOAT" if is_float else ("SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")
     attrs["compare_type"] = stablehlo.ComparisonTypeAttr.get(compare_type)
+    types = [b.element_type_of(v) for v in (lhs, rhs)]
+    if types[0] != types[1] and all(isinstance(t, ir.FloatType) for t in types):
+        wider = max(types, key=lambda t: ir.FloatType(t).width)  # mixed precision compares exactly
+        lhs, rhs = b.match_float(lhs, wider), b.match_float(rhs, wider)
     return b.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
 
 
 @import_rule("select")
 def import_select(ctx, pred, on_true, on_false):
+    element = ir.RankedTensorType(ctx.result_type()).element_type
+    on_true, on_false = b.match_float(on_true, element), b.match_float(on_false, element)
     return b.op1("stablehlo.select", ctx.result_type(), [pred, on_true, on_false])
 
 
 @import_rule("clamp")
 def import_clamp(ctx, lo, x, hi):
+    element = ir.RankedTensorType(ctx.result_type()).element_type
+    lo, x, hi = (b.match_float(v, element) for v in (lo, x, hi))
     return b.op1("stablehlo.clamp", ctx.result_type(), [lo, x, hi])
 
 

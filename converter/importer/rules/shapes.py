@@ -170,12 +170,14 @@ def import_dynamic_slice(ctx, x, *indices):
 @import_rule("dynamic-update-slice")
 def import_dynamic_update_slice(ctx, x, update, *indices):
     starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
+    update = b.match_float(update, b.element_type_of(x))
     return b.op1("stablehlo.dynamic_update_slice", ctx.result_type(), [x, update, *starts])
 
 
 @import_rule("concatenate")
 def import_concatenate(ctx, *xs):
-    return b.op1("stablehlo.concatenate", ctx.result_type(), list(xs),
+    element = ir.RankedTensorType(ctx.result_type()).element_type
+    return b.op1("stablehlo.concatenate", ctx.result_type(), [b.match_float(x, element) for x in xs],
                  {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
 
 
@@ -184,6 +186,7 @@ def import_pad(ctx, x, value):
     pads = ctx.attrs.get("padding", [])
     if len(pads) != len(b.shape_of(x)):
         raise ctx.error(f"padding has {len(pads)} dimensions, the operand {len(b.shape_of(x))}")
+    value = b.match_float(value, b.element_type_of(x))
     return b.op1("stablehlo.pad", ctx.result_type(), [x, value], {
         "edge_padding_low": b.i64_array(p.low for p in pads),
         "edge_padding_high": b.i64_array(p.high for p in pads),
