@@ -276,6 +276,47 @@ def _per_example_dropout(w, x, y, key):
     return jax.vmap(jax.grad(loss), in_axes=(None, 0, 0, 0))(w, x, y, keys)
 
 
+# ---- mixed precision and normalization, as training code writes them
+def _bf16_mlp_step(w1, w2, x, y):
+    """f32 master weights, bf16 compute, f32 loss; grads clipped by global norm."""
+    def loss(ws):
+        h = jax.nn.relu(x.astype(jnp.bfloat16) @ ws[0].astype(jnp.bfloat16))
+        out = (h @ ws[1].astype(jnp.bfloat16)).astype(jnp.float32)
+        return jnp.mean(optax_like_huber(out - y))
+
+    value, grads = jax.value_and_grad(loss)((w1, w2))
+    norm = jnp.sqrt(sum(jnp.sum(g * g) for g in grads))
+    scale = jnp.minimum(1.0, 1.0 / (norm + 1e-6))
+    return value, norm, tuple(w - 0.1 * scale * g for w, g in zip((w1, w2), grads))
+
+
+def optax_like_huber(d, delta=1.0):
+    a = jnp.abs(d)
+    return jnp.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+
+
+def _conv_bn_block(x, w, gamma, beta):
+    """NHWC conv, training-mode batch norm, ReLU, in bf16 with f32 statistics."""
+    y = jax.lax.conv_general_dilated(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16), (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y32 = y.astype(jnp.float32)
+    mean = y32.mean((0, 1, 2))
+    var = y32.var((0, 1, 2))
+    out = jax.nn.relu((y32 - mean) * jax.lax.rsqrt(var + 1e-5) * gamma + beta)
+    return out.astype(jnp.bfloat16), mean, var
+
+
+def _attention_bf16(q, k, v, lengths):
+    mask = jnp.arange(k.shape[1])[None, :] < lengths[:, None]
+    return jax.nn.dot_product_attention(q.astype(jnp.bfloat16), k.astype(jnp.bfloat16), v.astype(jnp.bfloat16),
+                                        mask=mask[:, None, None, :], implementation="xla")
+
+
+def _scan_ops(x, edges):
+    return (jax.lax.cumlogsumexp(x, axis=1), jax.lax.cummax(x, axis=0, reverse=True),
+            jnp.searchsorted(edges, x[0]), jnp.argmax(x, axis=1), jnp.take_along_axis(x, jnp.argsort(x, 1)[:, :2], 1))
+
+
 # ---- input helpers for the second part of the catalog
 
 def bf16(rng, *shape):
@@ -503,6 +544,12 @@ PROGRAMS += [
     _jit("spmd_lm_train_step", _lm_train_step, _lm_inputs,
          [P(), P(None, "model"), P(None, "model"), P(None, "model"), P("model", None), P(None, "model"),
           P("model", None), P()] * 3 + [P("data", None)], None, mesh_shape=(2, 2), axis_names=("data", "model")),
+    _single("bf16_mlp_train_step", _bf16_mlp_step, lambda r: [f32(r, 16, 32), f32(r, 32, 8), f32(r, 4, 16), f32(r, 4, 8)]),
+    _single("conv_bn_relu_bf16", _conv_bn_block, lambda r: [f32(r, 2, 6, 6, 3), 0.3 * f32(r, 3, 3, 3, 8),
+                                                            f32(r, 8), f32(r, 8)]),
+    _single("attention_bf16_masked", _attention_bf16, lambda r: [f32(r, 2, 5, 2, 8), f32(r, 2, 7, 2, 8),
+                                                                 f32(r, 2, 7, 2, 8), np.array([7, 3], np.int32)]),
+    _single("scan_search_ops", _scan_ops, lambda r: [f32(r, 4, 6), np.sort(f32(r, 5))]),
     _single("linalg_complex", lambda h, a, b: (jnp.linalg.eigh(h), jnp.linalg.qr(a), jnp.linalg.solve(a, b)),
             lambda r: [_hermitian(r, 6), _complex(r, 6, 6) + 6 * np.eye(6, dtype=np.complex64), _complex(r, 6, 2)]),
     # ---- shard_map collectives on 4 devices
