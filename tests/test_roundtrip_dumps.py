@@ -40,10 +40,9 @@ def test_dump_round_trips_through_hlo_with_the_same_outputs(path):
     _check(path)
 
 
-@pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_sample_round_trips_through_hlo_with_the_same_outputs(name, request):
-    for mark in SAMPLES[name]:
-        request.applymarker(mark)
+# Marks given at collection (a mark applied inside the test would not deselect it).
+@pytest.mark.parametrize("name", [pytest.param(n, marks=m, id=n) for n, m in sorted(SAMPLES.items())])
+def test_sample_round_trips_through_hlo_with_the_same_outputs(name):
     _check(ROOT / "samples" / f"{name}.hlo")
 
 
