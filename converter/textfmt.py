@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def human_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB' (binary units, as XLA prints them)."""
+    """1536 -> '1.50 KiB' (binary units, as XLA prints them)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"

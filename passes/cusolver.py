@@ -55,14 +55,20 @@ def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
         retarget_to_lapack(op)
 
 
+def lapack_letter(op: ir.Operation, x: ir.Value) -> str:
+    """LAPACK's letter for the element type of `x` (s, d, c, z)."""
+    element = rw.build.element_type_of(x)
+    letter = LAPACK_TYPE_LETTER.get(str(element))
+    if letter is None:
+        raise rw.op_error(op, f"LAPACK has no routine for {element}")
+    return letter
+
+
 def retarget_to_lapack(op: ir.Operation) -> None:
     b = rw.build
     target = rw.call_target(op)
     suffix = target.split("_", 1)[1]
-    element = ir.RankedTensorType(op.operands[0].type).element_type
-    letter = LAPACK_TYPE_LETTER.get(str(element))
-    if letter is None:
-        raise rw.op_error(op, f"LAPACK has no routine for {element}")
+    letter = lapack_letter(op, op.operands[0])
     routine = LAPACK_EQUIVALENT[suffix][letter in "cz"]
     config = rw.backend_config(op)
     attrs = {name: op.attributes[name] for name in op.attributes}
@@ -86,14 +92,8 @@ def retarget_to_lapack(op: ir.Operation) -> None:
             vt = values[3]  # LAPACK returns Vᴴ where cuSOLVER's gesvdj returns V
             rank = len(b.shape_of(vt))
             v = b.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
-            values[3] = v if letter in "sd" else b.op1("stablehlo.complex", v.type, [b.op1("stablehlo.real", _real_type(v), [v]),
-                                                    b.unary("negate", b.op1("stablehlo.imag", _real_type(v), [v]))])
+            values[3] = v if letter in "sd" else b.conj(v)
     rw.replace(op, values)
-
-
-def _real_type(v: ir.Value) -> ir.Type:
-    t = ir.RankedTensorType(v.type)
-    return ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
 
 
 def lower_lu_pivots_to_permutation(op: ir.Operation) -> None:
@@ -167,9 +167,8 @@ def _info(op: ir.Operation, a: ir.Value, factor: ir.Value, batch: list[int], n: 
     i1 = ir.IntegerType.get_signless(1)
     rank = len(batch) + 2
     if isinstance(b.element_type_of(factor), ir.ComplexType):
-        parts = [b.op1(f"stablehlo.{p}", _real_type(factor), [factor]) for p in ("real", "imag")]
         finite = b.binary("and", *[b.op1("stablehlo.is_finite", b.tensor_type_like(v, element=i1), [v])
-                                  for v in parts])
+                                  for v in (b.real_part(factor), b.imag_part(factor))])
     else:
         finite = b.op1("stablehlo.is_finite", b.tensor_type_like(factor, element=i1), [factor])
     all_finite = b.reduce(finite, list(range(rank)), "and", 1)
@@ -209,7 +208,7 @@ def _first_failing_minor(a: ir.Value, batch: list[int], n: int, lower: bool) -> 
         starts = [zero_i] * len(batch)
         pivot = b.reshape(b.dynamic_slice(m, starts + [k, k], batch + [1, 1]), batch)
         if is_complex:  # the diagonal of a Hermitian matrix is real
-            pivot = b.op1("stablehlo.real", ir.RankedTensorType.get(batch, real_t), [pivot])
+            pivot = b.real_part(pivot)
         failed = b.unary("not", b.compare(pivot, b.scalar_constant(0, real_t, batch), "GT", "FLOAT"))
         first = b.binary("and", failed, b.compare(info, b.scalar_constant(0, s32, batch), "EQ", "SIGNED"))
         k1 = b.binary("add", k, b.scalar_constant(1, s32))

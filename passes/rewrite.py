@@ -11,7 +11,6 @@ import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
@@ -212,16 +211,11 @@ def tensor_shape(value: ir.Value) -> list[int]:
     return list(ir.RankedTensorType(value.type).shape)
 
 
-def _layout(minor_to_major: Sequence[int]) -> ir.Attribute:
-    t = ir.RankedTensorType.get([len(minor_to_major)], ir.IndexType.get())
-    return ir.DenseElementsAttr.get(np.asarray(minor_to_major, dtype=np.int64), type=t)
-
-
 def lapack_layout(rank: int) -> ir.Attribute:
     """Column-major in the two minor dimensions (LAPACK's), batch dimensions major."""
     if rank < 2:
-        return _layout(list(range(rank - 1, -1, -1)))
-    return _layout([rank - 2, rank - 1] + list(range(rank - 3, -1, -1)))
+        return build.layout_attr(range(rank - 1, -1, -1))
+    return build.layout_attr([rank - 2, rank - 1] + list(range(rank - 3, -1, -1)))
 
 
 def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
@@ -232,7 +226,7 @@ def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequenc
     eigenvalues, info) row-major with their batch dimensions."""
     def layouts(types: Sequence[ir.Type]) -> ir.Attribute:
         ranks = [len(ir.RankedTensorType(t).shape) for t in types]
-        return ir.ArrayAttr.get([lapack_layout(r) if i == 0 else _layout(list(range(r - 1, -1, -1)))
+        return ir.ArrayAttr.get([lapack_layout(r) if i == 0 else build.layout_attr(range(r - 1, -1, -1))
                                  for i, r in enumerate(ranks)])
 
     attrs = {

@@ -46,14 +46,13 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from passes import rewrite as rw
-from passes.cusolver import pivots_to_permutation
+from passes.cusolver import lapack_letter, pivots_to_permutation
 from passes.registry import PassOptions, register_pass
 
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")
 LINALG = ("LuDecompositionBlock", "QrDecompositionBlock", "CompactWyHelper", "EighTpu")
 TARGETS = ("AllocateBuffer", "X64SplitLow", "X64SplitHigh", "X64Combine", "Cholesky",
            "InvertDiagBlocksLowerTriangular", "InvertDiagBlocksUpperTriangular") + IDENTITY + LINALG
-LAPACK_TYPE_LETTER = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
 # TriangularSolveExpander's block size on TPU.
 DIAGONAL_BLOCK = 128
 
@@ -153,25 +152,13 @@ def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Val
     block = np.arange(n) // DIAGONAL_BLOCK
     rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
     keep = (block[:, None] == block[None, :]) & ((rows >= cols) if lower else (rows <= cols))
-    i1 = ir.IntegerType.get_signless(1)
-    mask = b.op1("stablehlo.constant", ir.RankedTensorType.get([n, n], i1), [], {"value": ir.DenseElementsAttr.get(
-        keep, type=i1, shape=[n, n])})
     matrix_dims = [len(shape) - 2, len(shape) - 1]
-    masked = b.select(b.broadcast_in_dim(mask, shape, matrix_dims), a, b.scalar_constant(0, et, shape))
-    diagonal = b.op1("stablehlo.constant", ir.RankedTensorType.get([n, n], i1), [], {"value": ir.DenseElementsAttr.get(
-        np.eye(n, dtype=bool), type=i1, shape=[n, n])})
-    eye = b.select(b.broadcast_in_dim(diagonal, shape, matrix_dims), b.scalar_constant(1, et, shape),
-                   b.scalar_constant(0, et, shape))
+    zero = b.scalar_constant(0, et, shape)
+    masked = b.select(b.broadcast_in_dim(b.mask_constant(keep), shape, matrix_dims), a, zero)
+    eye = b.select(b.broadcast_in_dim(b.mask_constant(np.eye(n, dtype=bool)), shape, matrix_dims),
+                   b.scalar_constant(1, et, shape), zero)
     inverse = b.triangular_solve(masked, eye, left_side=True, lower=lower)
     return _split(inverse) if split else [inverse]
-
-
-def _lapack_letter(op: ir.Operation, x: ir.Value) -> str:
-    element = rw.build.element_type_of(x)
-    letter = LAPACK_TYPE_LETTER.get(str(element))
-    if letter is None:
-        raise rw.op_error(op, f"LAPACK has no routine for {element}")
-    return letter
 
 
 def _joined(op: ir.Operation, count: int) -> tuple[list[ir.Value], bool]:
@@ -184,12 +171,8 @@ def _joined(op: ir.Operation, count: int) -> tuple[list[ir.Value], bool]:
     if len(operands) != 2 * count:
         raise rw.op_error(op, f"expected {count} operand(s), or {2 * count} as real and imaginary parts; "
                               f"found {len(operands)}")
-    joined = []
-    for re_, im in zip(operands[::2], operands[1::2]):
-        t = ir.RankedTensorType(re_.type)
-        joined.append(b.op1("stablehlo.complex", ir.RankedTensorType.get(list(t.shape), ir.ComplexType.get(
-            t.element_type)), [re_, im]))
-    return joined, True
+    return [b.op1("stablehlo.complex", _as_complex(re_.type), [re_, im])
+            for re_, im in zip(operands[::2], operands[1::2])], True
 
 
 def _as_complex(t: ir.Type) -> ir.Type:
@@ -198,10 +181,7 @@ def _as_complex(t: ir.Type) -> ir.Type:
 
 
 def _split(value: ir.Value) -> list[ir.Value]:
-    b = rw.build
-    t = ir.RankedTensorType(value.type)
-    part = ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
-    return [b.op1("stablehlo.real", part, [value]), b.op1("stablehlo.imag", part, [value])]
+    return [rw.build.real_part(value), rw.build.imag_part(value)]
 
 
 def _lu_block(op: ir.Operation) -> list[ir.Value]:
@@ -212,7 +192,7 @@ def _lu_block(op: ir.Operation) -> list[ir.Value]:
     *batch, m, n = b.shape_of(a)
     s32 = ir.IntegerType.get_signless(32)
     lu, ipiv, _info = rw.lapack_call(
-        f"lapack_{_lapack_letter(op, a)}getrf_ffi", [a],
+        f"lapack_{lapack_letter(op, a)}getrf_ffi", [a],
         [a.type, ir.RankedTensorType.get(batch + [min(m, n)], s32), ir.RankedTensorType.get(batch, s32)])
     pivots = b.binary("subtract", ipiv, b.scalar_constant(1, s32, batch + [min(m, n)]))  # LAPACK's are 1-based
     perm_type = ir.RankedTensorType(perm_t)
@@ -225,7 +205,7 @@ def _qr_block(op: ir.Operation) -> list[ir.Value]:
     types = [r.type for r in op.results]
     if split:  # (a real, a imaginary, taus real, taus imaginary)
         types = [_as_complex(types[0]), _as_complex(types[2])]
-    qr, taus = rw.lapack_call(f"lapack_{_lapack_letter(op, a)}geqrf_ffi", [a], types)
+    qr, taus = rw.lapack_call(f"lapack_{lapack_letter(op, a)}geqrf_ffi", [a], types)
     return _split(qr) + _split(taus) if split else [qr, taus]
 
 
@@ -271,7 +251,7 @@ def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
     a = b.slice_(full, [0] * (nb + 2), batch + [n, n]) if padded else full
     element = b.element_type_of(a)
     real = ir.RankedTensorType(op.results[0].type).element_type
-    letter = _lapack_letter(op, a)
+    letter = lapack_letter(op, a)
     routine = "heevd" if letter in "cz" else "syevd"
     u8 = ir.IntegerType.get_unsigned(8)
     v, w, _info = rw.lapack_call(
@@ -286,10 +266,7 @@ def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
         w = b.pad(w, [0] * (nb + 1), [0] * nb + [padded])
         keep = np.zeros((2 * k, 2 * k), dtype=bool)
         keep[n:, n:] = np.eye(padded, dtype=bool)
-        eye_t = ir.RankedTensorType.get([2 * k, 2 * k], ir.IntegerType.get_signless(1))
-        unit = b.op1("stablehlo.constant", eye_t, [], {"value": ir.DenseElementsAttr.get(
-            keep, type=ir.IntegerType.get_signless(1), shape=[2 * k, 2 * k])})
-        unit = b.broadcast_in_dim(unit, batch + [2 * k, 2 * k], [nb, nb + 1])
+        unit = b.broadcast_in_dim(b.mask_constant(keep), batch + [2 * k, 2 * k], [nb, nb + 1])
         v = b.pad(v, [0] * (nb + 2), [0] * nb + [padded, padded])
         v = b.select(unit, b.scalar_constant(1, element, batch + [2 * k, 2 * k]), v)
     zeros = [0] * nb

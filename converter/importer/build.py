@@ -105,6 +105,34 @@ def _sign_change(source: ir.Type, target: ir.Type) -> bool:
     return s.width == t.width and s.width > 1
 
 
+def real_part(x: ir.Value) -> ir.Value:
+    """The real part of a complex tensor."""
+    return op1("stablehlo.real", _part_type(x), [x])
+
+
+def imag_part(x: ir.Value) -> ir.Value:
+    """The imaginary part of a complex tensor."""
+    return op1("stablehlo.imag", _part_type(x), [x])
+
+
+def _part_type(x: ir.Value) -> ir.Type:
+    t = ir.RankedTensorType(x.type)
+    return ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
+
+
+def mask_constant(mask: np.ndarray) -> ir.Value:
+    """A pred constant holding a NumPy boolean array."""
+    i1 = ir.IntegerType.get_signless(1)
+    return op1("stablehlo.constant", ir.RankedTensorType.get(list(mask.shape), i1), [], {
+        "value": ir.DenseElementsAttr.get(np.asarray(mask, dtype=bool), type=i1, shape=list(mask.shape))})
+
+
+def layout_attr(minor_to_major: Sequence[int]) -> ir.Attribute:
+    """A layout as custom-call operand/result layouts hold it (minor to major, index type)."""
+    t = ir.RankedTensorType.get([len(minor_to_major)], ir.IndexType.get())
+    return ir.DenseElementsAttr.get(np.asarray(list(minor_to_major), dtype=np.int64), type=t)
+
+
 def slice_(x: ir.Value, start: Sequence[int], limit: Sequence[int], strides: Sequence[int] | None = None) -> ir.Value:
     strides = list(strides) if strides is not None else [1] * len(start)
     dims = [(hi - lo + s - 1) // s for lo, hi, s in zip(start, limit, strides)]
@@ -311,11 +339,9 @@ def cholesky(a: ir.Value, lower: bool = True) -> ir.Value:
         column = reshape(dynamic_slice(a, [zero] * nb + [zero, j], batch + [n, 1]), batch + [n])
         v = binary("subtract", column, done)
         pivot = reshape(dynamic_slice(v, [zero] * nb + [j], batch + [1]), batch)
-        if is_complex:
-            real_t = ir.ComplexType(et).element_type
-            real = op1("stablehlo.real", ir.RankedTensorType.get(batch, real_t), [pivot])
-            root = unary("sqrt", real)
-            diag = op1("stablehlo.complex", ir.RankedTensorType.get(batch, et), [root, scalar_constant(0, real_t, batch)])
+        if is_complex:  # the pivot of a Hermitian matrix is real
+            root = unary("sqrt", real_part(pivot))
+            diag = op1("stablehlo.complex", pivot.type, [root, zeros_like_type(root.type)])
         else:
             diag = unary("sqrt", pivot)
         spread = broadcast_in_dim(diag, batch + [n], list(range(nb)))
@@ -331,11 +357,7 @@ def cholesky(a: ir.Value, lower: bool = True) -> ir.Value:
 
 def conj(x: ir.Value) -> ir.Value:
     """The complex conjugate."""
-    t = ir.RankedTensorType(x.type)
-    part = ir.RankedTensorType.get(list(t.shape), ir.ComplexType(t.element_type).element_type)
-    re_ = op1("stablehlo.real", part, [x])
-    im = unary("negate", op1("stablehlo.imag", part, [x]))
-    return op1("stablehlo.complex", x.type, [re_, im])
+    return op1("stablehlo.complex", x.type, [real_part(x), unary("negate", imag_part(x))])
 
 
 def triangular_solve(a: ir.Value, rhs: ir.Value, *, left_side: bool, lower: bool, transpose_a: str = "NO_TRANSPOSE",

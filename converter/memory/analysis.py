@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from converter.hlo.ir import ELEMENT_BITS, Shape
 from converter.hlo.parser import parse_shape_prefix
 from converter.memory.model import Allocation, AssignedValue, BufferAssignmentDump, ValueKey, format_key
@@ -38,14 +40,6 @@ def byte_size_of(shape: Shape, pointer_size: int = _POINTER_BYTES) -> int:
     if packed:
         return (shape.num_elements() * packed + 7) // 8
     return shape.num_elements() * max(1, (bits + 7) // 8)
-
-
-def subshape(shape: Shape, index: tuple[int, ...]) -> Shape | None:
-    for i in index:
-        if not shape.is_tuple or i >= len(shape.tuple_shapes):
-            return None
-        shape = shape.tuple_shapes[i]
-    return shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +195,10 @@ def _live_analysis(s: MemorySummary, instruction_shapes: dict[str, Shape] | None
             color_of[key] = assigned[key][1].color
         ishape = _instruction_shape(name, definitions, assigned)
         if shape is None and ishape is not None:
-            shape = subshape(ishape, index)
+            try:
+                shape = ishape.subshape(index)
+            except IndexError:  # an index the instruction's shape does not have
+                shape = None
         if shape is None:
             s.unsized.append(key)
         else:
@@ -209,16 +206,18 @@ def _live_analysis(s: MemorySummary, instruction_shapes: dict[str, Shape] | None
         if ishape is not None:
             instr_bytes[key] = byte_size_of(ishape)
 
+    # Live bytes at each position: +size at a value's start, -size after its end, summed
+    # (linear in values plus positions; a large module has 1e5 of each).
     n = live.schedule_end
-    s.curve = [0] * (n + 1)
-    by_color: dict[int, list[int]] = {}
+    steps: dict[int, np.ndarray] = {}
     for key, (start, end) in live.ranges.items():
+        row = steps.setdefault(color_of.get(key, 0), np.zeros(n + 2, dtype=np.int64))
         size = value_bytes.get(key, 0)
-        row = by_color.setdefault(color_of.get(key, 0), [0] * (n + 1))
-        for t in range(start, end + 1):
-            s.curve[t] += size
-            row[t] += size
-    s.curve_by_color = dict(sorted(by_color.items()))
+        row[start] += size
+        row[end + 1] -= size
+    by_color = {c: np.cumsum(row)[: n + 1] for c, row in sorted(steps.items())}
+    s.curve = [int(v) for v in sum(by_color.values(), np.zeros(n + 1, dtype=np.int64))]
+    s.curve_by_color = {c: [int(v) for v in row] for c, row in by_color.items()}
 
     # XLA's HloLiveRange::ComputePeakMemoryMoment: events sorted by (time, is_end), a
     # value ending at `end` leaves at end+1, each value sized by its *instruction's* shape;

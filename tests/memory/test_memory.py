@@ -74,7 +74,11 @@ def test_sample_live_set_by_buffer_size():
     assert {b.key for b in s.live_at_peak[:2]} == {("fusion.10", (0,)), ("fusion.17", (0,))}
     assert top.assigned is not None and top.assigned[0].index == 6
     assert top.definition is not None and top.definition.opcode == "fusion"
-    assert s.curve[s.peak_time] == s.live_bytes_at_peak == sum(b.bytes for b in s.live_at_peak)
+    # By hand from the file: at 78 live are fusion.10{0} and fusion.17{0} (f32[32,512,14336]),
+    # fusion and param (f32[32,512,4096]), async-collective-done.1 (bf16[4096,14336]) and
+    # param.1, param.2, param.3 (f32[3584,4096] and [4096,3584]).
+    by_hand = 2 * 939_524_096 + 2 * 268_435_456 + 117_440_512 + 3 * 58_720_256
+    assert s.live_bytes_at_peak == s.curve[s.peak_time] == by_hand == 2_709_520_384
 
 
 def test_sample_cli_report(capsys):

@@ -4,7 +4,6 @@ output-to-operand aliasing.  Passes later make backend targets portable."""
 
 from __future__ import annotations
 
-import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
@@ -25,8 +24,7 @@ API_VERSIONS = {
 def _layout_attr(shape) -> ir.Attribute:
     m2m = list(shape.layout.minor_to_major) if shape.layout is not None and shape.layout.minor_to_major \
         else list(range(shape.rank - 1, -1, -1))
-    t = ir.RankedTensorType.get([len(m2m)], ir.IndexType.get())
-    return ir.DenseElementsAttr.get(np.asarray(m2m, dtype=np.int64), type=t)
+    return b.layout_attr(m2m)
 
 
 @import_rule("custom-call")

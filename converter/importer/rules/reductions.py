@@ -144,15 +144,16 @@ def import_scatter(ctx, *operands):
     n = (len(operands) - 1) // 2
     inputs, indices, updates = list(operands[:n]), operands[n], list(operands[n + 1:])
     a = ctx.attrs
-    window_dims, inserted = _unit_windows_inserted(
-        b.shape_of(inputs[0]), b.shape_of(updates[0]), list(a.get("update_window_dims", [])),
+    update_shape = b.shape_of(updates[0])
+    dropped, inserted = _unit_windows_inserted(
+        b.shape_of(inputs[0]), update_shape, list(a.get("update_window_dims", [])),
         list(a.get("inserted_window_dims", [])), list(a.get("input_batching_dims", [])),
         list(a.get("scatter_dims_to_operand_dims", [])))
-    if len(window_dims) != len(a.get("update_window_dims", [])):
-        kept = [d for d in range(len(b.shape_of(updates[0])))
-                if d in window_dims or d not in a.get("update_window_dims", [])]
-        updates = [b.reshape(u, [b.shape_of(u)[d] for d in kept]) for u in updates]
-        window_dims = [kept.index(d) for d in window_dims]
+    window_dims = list(a.get("update_window_dims", []))
+    if dropped:
+        kept = [d for d in range(len(update_shape)) if d not in dropped]
+        updates = [b.reshape(u, [update_shape[d] for d in kept]) for u in updates]
+        window_dims = [kept.index(d) for d in window_dims if d not in dropped]
     dnums = stablehlo.ScatterDimensionNumbers.get(
         update_window_dims=window_dims,
         inserted_window_dims=inserted,
@@ -176,15 +177,10 @@ def _unit_windows_inserted(operand: list[int], updates: list[int], window_dims: 
     """Window dimensions of size 1 along operand dimensions that an index places are the
     same as inserted window dimensions (a window of one element at the index).  XLA writes
     either form; the inserted one is the form other compilers also take (IREE rejects
-    unit update windows over indexed dimensions).  Returns the update window dims to keep
-    (positions in the original updates) and the inserted dims."""
+    unit update windows over indexed dimensions).  Returns the update dimensions to drop
+    and the inserted dims."""
     if batching:
-        return window_dims, inserted
+        return [], inserted
     operand_windows = [d for d in range(len(operand)) if d not in inserted]
-    keep, more = [], []
-    for u, d in zip(window_dims, operand_windows):
-        if updates[u] == 1 and d in scattered:
-            more.append(d)
-        else:
-            keep.append(u)
-    return keep, sorted(inserted + more)
+    pairs = [(u, d) for u, d in zip(window_dims, operand_windows) if updates[u] == 1 and d in scattered]
+    return [u for u, _ in pairs], sorted(inserted + [d for _, d in pairs])
