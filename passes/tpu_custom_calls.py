@@ -222,9 +222,13 @@ def _compact_wy(op: ir.Operation) -> list[ir.Value]:
     return _split(t) if split else [t]
 
 
-def _zero_padding(value: ir.Value) -> int:
+def _zero_padding(op: ir.Operation, value: ir.Value) -> int:
     """How many zero rows and columns the `pad` that made `value` appended, or 0."""
     producer = rw.defining_op(value)
+    if producer is not None and producer.name == "func.call":
+        # A kept fusion hides the pad: guessing 0 would mix the padding's eigenpairs in.
+        raise rw.op_error(op, "the bottom-right block comes from a kept fusion, which hides how far the matrix "
+                              "was padded; convert without --keep-fusions")
     if producer is None or producer.name != "stablehlo.pad":
         return 0
     low = list(ir.DenseI64ArrayAttr(producer.attributes["edge_padding_low"]))
@@ -246,7 +250,7 @@ def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
     *batch, k, _ = b.shape_of(tl)
     nb = len(batch)
     full = b.concatenate([b.concatenate([tl, tr], nb + 1), b.concatenate([bl, br], nb + 1)], nb)
-    padded = _zero_padding(br)
+    padded = _zero_padding(op, br)
     n = 2 * k - padded
     a = b.slice_(full, [0] * (nb + 2), batch + [n, n]) if padded else full
     element = b.element_type_of(a)

@@ -224,3 +224,37 @@ def test_eigh_tpu(n):
     # The padded pair stays in place, as Jacobi leaves a zero row and column.
     for j in range(n, 2 * k):
         assert w[j] == 0 and np.array_equal(rows[j], np.eye(2 * k)[j])
+
+
+def test_eigh_tpu_padding_hidden_in_a_kept_fusion_is_an_error():
+    """With --keep-fusions the pad that makes the bottom-right block sits in a private
+    function: the order of the matrix cannot be read, so the rewrite refuses by name
+    rather than mixing the padding's eigenpairs into the result."""
+    text = """HloModule eigh_fused
+blocks {
+  m = f32[5,5] parameter(0)
+  zero = f32[] constant(0)
+  tl = f32[3,3] slice(m), slice={[0:3], [0:3]}
+  tr0 = f32[3,2] slice(m), slice={[0:3], [3:5]}
+  bl0 = f32[2,3] slice(m), slice={[3:5], [0:3]}
+  br0 = f32[2,2] slice(m), slice={[3:5], [3:5]}
+  tr = f32[3,3] pad(tr0, zero), padding=0_0x0_1
+  bl = f32[3,3] pad(bl0, zero), padding=0_1x0_0
+  br = f32[3,3] pad(br0, zero), padding=0_1x0_1
+  ROOT t = (f32[3,3], f32[3,3], f32[3,3], f32[3,3]) tuple(tl, tr, bl, br)
+}
+ENTRY main {
+  p0 = f32[5,5] parameter(0)
+  f = (f32[3,3], f32[3,3], f32[3,3], f32[3,3]) fusion(p0), kind=kLoop, calls=blocks
+  q0 = f32[3,3] get-tuple-element(f), index=0
+  q1 = f32[3,3] get-tuple-element(f), index=1
+  q2 = f32[3,3] get-tuple-element(f), index=2
+  q3 = f32[3,3] get-tuple-element(f), index=3
+  ROOT r = (f32[3], f32[3], f32[3,3], f32[3,3], f32[3,3], f32[3,3]) custom-call(q0, q1, q2, q3), custom_call_target="EighTpu"
+}
+"""
+    from converter.errors import ConverterError
+
+    _portable(text)  # inlined fusions: the pad is visible and the call is rewritten
+    with pytest.raises(ConverterError, match=r"EighTpu.*kept fusion"):
+        convert_text(text, pipeline="default", keep_fusions=True)
