@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from converter.api import convert_text, load_module_file
 from converter.compare import Difference, compare
+from converter.errors import ConverterError
+from converter.export import export_hlo_text
+from converter.runtime import program_from_module, read_inputs
+from converter.xla_oracle import run_with_xla
 
 
 @dataclass
@@ -38,19 +43,11 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
                pipeline: str = "default", import_options=None, pass_options=None,
                rtol: float | None = None, atol: float | None = None,
                allow_unknown_attributes: bool = False) -> CheckReport:
-    """The report; its `outputs` are the first conversion's outputs."""
-    from converter.api import convert_module, convert_text
-    from converter.errors import ConverterError
-    from converter.export import export_hlo_text
-    from converter.hlo.parser import parse_hlo
-    from converter.runtime import program_from_module, read_inputs
-
-    from converter.hloproto import read_hlo_text
-
-    text = read_hlo_text(path)
-    first = convert_module(parse_hlo(text, path, allow_unknown_attributes=allow_unknown_attributes),
-                           pipeline=pipeline, import_options=import_options,
-                           pass_options=pass_options)
+    """The report; its `outputs` are the first conversion's outputs.  `path` is an HLO dump
+    (text or one of XLA's protos) or a StableHLO file."""
+    loaded = load_module_file(path, pipeline=pipeline, import_options=import_options,
+                              pass_options=pass_options, allow_unknown_attributes=allow_unknown_attributes)
+    first = loaded.module
     exported = export_hlo_text(first)
     program = program_from_module(first, path=path)
     inputs = read_inputs(inputs_path, program) if inputs_path else program.random_inputs(seed)
@@ -60,11 +57,11 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
     out_second = second(*inputs)
     report = CheckReport()
     xla_out = None
-    if against_xla:
-        from converter.xla_oracle import run_with_xla
-
+    if against_xla and loaded.hlo_text is None:
+        report.xla_note = "the input is StableHLO, not an HLO dump: XLA was not run on it"
+    elif against_xla:
         try:
-            xla_out = run_with_xla(text, inputs, num_replicas=program.num_devices)
+            xla_out = run_with_xla(loaded.hlo_text, inputs, num_replicas=program.num_devices)
         except ConverterError as e:
             report.xla_note = f"XLA cannot run this dump itself, so it was not compared: {e}"
     for spec, a, b in zip(program.results, out_first, out_second):

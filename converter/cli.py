@@ -15,66 +15,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
-from converter.taps import add_tap_args  # noqa: E402  (argparse only; no jaxlib import)
+from converter.cli_options import (  # noqa: E402  (argparse only; no jaxlib import)
+    add_distributed_args,
+    add_pipeline_args,
+    add_plugin_args,
+    add_unknown_attributes_arg,
+    import_options_from_args,
+    load_plugins,
+    pass_options_from_args,
+)
+from converter.taps import add_tap_args  # noqa: E402
 
 
-def _add_plugin_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--custom-calls", action="append", default=[], metavar="FILE.py",
-                   help="a Python file registering custom-call plug-ins (converter.custom_calls.register; repeatable)")
-    p.add_argument("--custom-call", action="append", default=[], metavar="TARGET=pkg.module:function",
-                   help="give custom-call TARGET the meaning of a JAX function (repeatable)")
-    p.add_argument("--custom-call-override", action="store_true",
-                   help="let these plug-ins replace built-in rewrites and installed plug-ins of the same target")
-
-
-def _load_plugins(args) -> None:
-    from passes.plugins import load_file, register_spec
-
-    for path in getattr(args, "custom_calls", []):
-        load_file(path, override=args.custom_call_override)
-    for item in getattr(args, "custom_call", []):
-        target, _, spec = item.partition("=")
-        register_spec(target, spec, override=args.custom_call_override)
-
-
-def _add_pipeline_args(p: argparse.ArgumentParser) -> None:
-    _add_plugin_args(p)
-    p.add_argument("--pipeline", default="default",
-                   help="'default' (portable module), 'none' (faithful import) or pass names, comma-separated")
-    p.add_argument("--keep-fusions", action="store_true",
-                   help="keep each fused computation as a private function called with func.call")
-    p.add_argument("--allow-custom-call", action="append", default=[], metavar="TARGET",
-                   help="keep custom-calls to TARGET as they are (repeatable)")
-    p.add_argument("--strict-portable", action="store_true",
-                   help="also reject custom-calls only jaxlib's CPU runtime runs (LAPACK, DUCC FFT)")
-    p.add_argument("--elided-constants", choices=["mark", "error", "zeros", "random"], default="mark",
-                   help="constants the dump elided as {...}: 'mark' imports zeros and makes `run` refuse "
-                        "unless told (default); 'error' fails; 'zeros'/'random' run with made-up values")
-    p.add_argument("--dump-dir", metavar="DIR", help="write the module after the import and after each pass")
-    p.add_argument("--print-ir-after-all", action="store_true", help="print the module after each pass (stderr)")
-    _add_unknown_attributes_arg(p)
-
-
-def _add_unknown_attributes_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--allow-unknown-attributes", action="store_true",
-                   help="keep attributes XLA's parser would reject (e.g. ones a newer XLA added) as raw text, "
-                        "with a warning naming each, instead of failing; they are not interpreted")
-
-
-def _add_distributed_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("several processes (jax.distributed; each owns devices/P of the module's devices)")
-    g.add_argument("--processes", type=int, metavar="P", help="start P local processes on loopback and run across them")
-    g.add_argument("--coordinator", metavar="HOST:PORT", help="coordinator address (process 0 listens there)")
-    g.add_argument("--num-processes", type=int, metavar="P", help="how many processes run the module, on all hosts")
-    g.add_argument("--process-id", type=int, metavar="I", help="this process's id, 0..P-1")
-    g.add_argument("--cluster", choices=["auto"], help="read coordinator, count and id from SLURM / Open MPI "
-                                                        "the way jax.distributed.initialize does")
-    g.add_argument("--outputs-per-process", action="store_true",
-                   help="each process writes OUT.p<i>.npz with its devices' rows and device_ids "
-                        "instead of gathering every output to process 0")
-    g.add_argument("--heartbeat-timeout", type=int, default=30, metavar="S",
-                   help="seconds after which a silent process is taken for dead and every process stops (default 30)")
-    g.add_argument("--timeout", type=float, metavar="S", help="with --processes: stop every process after S seconds")
 def _version() -> str:
     from importlib import metadata
 
@@ -100,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", choices=["mlir", "bytecode", "portable"], default="mlir")
     p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: what consumers of the last 12 weeks read)")
     p.add_argument("--no-debug-info", action="store_true", help="print without locations")
-    _add_pipeline_args(p)
+    add_pipeline_args(p)
 
     p = sub.add_parser("run", help="convert (if HLO), compile with jaxlib for CPU, execute, report")
     p.add_argument("input", help="HLO text dump, XLA's HloModuleProto / HloProto / HloSnapshot (.pb), "
@@ -120,31 +72,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: its *.before_optimizations.txt sibling, when there)")
     p.add_argument("--skip-memory-check", action="store_true",
                    help="execute even when the compiled module's memory estimate exceeds the memory available")
-    _add_distributed_args(p)
+    add_distributed_args(p)
     add_tap_args(p)
     from converter.run_inputs import add_input_args
 
     add_input_args(p)
-    _add_pipeline_args(p)
+    add_pipeline_args(p)
 
     p = sub.add_parser("inspect", help="summarize a dump: devices, parameters, opcodes, custom-calls, collectives")
     p.add_argument("dump")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
-    _add_plugin_args(p)
-    _add_unknown_attributes_arg(p)
+    add_plugin_args(p)
+    add_unknown_attributes_arg(p)
 
     p = sub.add_parser("passes", help="list the passes with a line each, and the custom-call plug-ins")
-    _add_plugin_args(p)
+    add_plugin_args(p)
 
     from converter.dump_compare import add_compare_parser
 
     add_compare_parser(sub)
-    _add_pipeline_args(sub.choices["compare"])
+    add_pipeline_args(sub.choices["compare"])
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
     p.add_argument("input")
     p.add_argument("-o", "--output")
-    _add_unknown_attributes_arg(p)
+    add_unknown_attributes_arg(p)
 
     p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
     p.add_argument("dump")
@@ -155,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, help="relative tolerance (default: fitted to each dtype)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: fitted to each dtype)")
     p.add_argument("--outputs", metavar="OUT.npz", help="write the outputs of the first conversion, keyed out0..outM")
-    _add_pipeline_args(p)
+    add_pipeline_args(p)
 
     p = sub.add_parser("memory", help="read an XLA buffer-assignment dump: totals, the peak and what is live there",
                        description="Summarize XLA's buffer assignment (`*buffer-assignment*.txt`; newer XLA's "
@@ -167,24 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "analysis printed beside the original's figures")
     p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="draw live bytes over the schedule, the peak marked")
     p.add_argument("--top", type=int, default=10, help="how many of the largest live buffers to list (default 10)")
-    _add_pipeline_args(p)
+    add_pipeline_args(p)
     return parser
-
-
-def _pass_options(args):
-    from passes import PassOptions
-
-    return PassOptions(allow_custom_calls=set(args.allow_custom_call), strict_portable=args.strict_portable,
-                       path=getattr(args, "dump", None) or getattr(args, "input", ""))
-
-
-def _import_options(args):
-    from converter.importer.core import ImportOptions
-
-    from converter.taps import request_from_args
-
-    return ImportOptions(keep_fusions=args.keep_fusions, elided_constants=args.elided_constants,
-                         seed=getattr(args, "seed", 0), taps=request_from_args(args))
 
 
 from converter.files import describe_os_error, write_atomic  # noqa: E402,F401  (the CLI's writers use it)
@@ -194,8 +130,8 @@ def cmd_convert(args) -> int:
     from converter.api import convert_file
     from converter.serialize import module_to_bytes
 
-    module = convert_file(args.dump, pipeline=args.pipeline, import_options=_import_options(args),
-                          pass_options=_pass_options(args), allow_unknown_attributes=args.allow_unknown_attributes,
+    module = convert_file(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                          pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes,
                           dump_dir=args.dump_dir,
                           print_ir_after_all=sys.stderr if args.print_ir_after_all else None)
     _warn_elided(module)
@@ -210,7 +146,7 @@ def cmd_convert(args) -> int:
 
 
 def _warn_elided(module) -> None:
-    from converter.runtime import elided_constants
+    from converter.module_attributes import elided_constants
 
     names = elided_constants(module)
     if names:
@@ -260,18 +196,12 @@ def cmd_run(args) -> int:
 def cmd_export(args) -> int:
     """HLO text of a StableHLO file (.mlir, bytecode, portable artifact), or of a dump
     after conversion (the round trip's second half)."""
+    from converter.api import convert_file
     from converter.export import export_hlo_text
-    from converter.serialize import is_hlo_text
 
-    with open(args.input, "rb") as f:
-        data = f.read()
-    if is_hlo_text(data):
-        from converter.api import convert_file
-
-        module = convert_file(args.input, allow_unknown_attributes=args.allow_unknown_attributes)
-    else:
-        module = _load_mlir(args.input)
-    text = export_hlo_text(module)
+    # A StableHLO file is exported as it is; a dump is converted first.
+    text = export_hlo_text(convert_file(args.input, mlir_pipeline="none",
+                                        allow_unknown_attributes=args.allow_unknown_attributes))
     if args.output:
         write_atomic(args.output, text)
     else:
@@ -279,18 +209,11 @@ def cmd_export(args) -> int:
     return EXIT_OK
 
 
-def _load_mlir(path: str):
-    from converter.serialize import load_module
-
-    with open(path, "rb") as f:
-        return load_module(f.read(), path)
-
-
 def cmd_check(args) -> int:
     from converter.check import check_dump, format_report
 
     report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, args.pipeline,
-                        _import_options(args), _pass_options(args), args.rtol, args.atol,
+                        import_options_from_args(args), pass_options_from_args(args), args.rtol, args.atol,
                         allow_unknown_attributes=args.allow_unknown_attributes)
     print(format_report(report))
     if args.outputs:
@@ -321,8 +244,8 @@ def cmd_memory(args) -> int:
     if args.dump:
         from converter import runtime
 
-        program = runtime.load(args.dump, pipeline=args.pipeline, import_options=_import_options(args),
-                               pass_options=_pass_options(args), allow_unknown_attributes=args.allow_unknown_attributes)
+        program = runtime.load(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                               pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
         if program.hlo is not None:
             shapes = {i.name: i.shape for c in program.hlo.computations for i in c.instructions}
             named = dump.live_range.sequence if dump.live_range else [k[0] for k in dump.assigned()]
@@ -387,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
     try:
         if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
-            _load_plugins(args)
+            load_plugins(args)
         return COMMANDS[args.command](args)
     except UsageError as e:
         if args.debug:

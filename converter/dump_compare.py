@@ -345,9 +345,9 @@ def add_compare_parser(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from converter.cli import _import_options, _pass_options
+    from converter.cli_options import import_options_from_args, pass_options_from_args
 
     report = compare_dumps(args.dump_a, args.dump_b, args.inputs, args.seed, args.rtol, args.atol,
-                           args.pipeline, _import_options(args), _pass_options(args))
+                           args.pipeline, import_options_from_args(args), pass_options_from_args(args))
     print(format_report(report, args.max_rows))
     return 0 if report.ok else 1

@@ -21,7 +21,7 @@ def export_hlo_text(module: ir.Module) -> str:
     # Large constants printed in full: `{...}` would leave a module that cannot run.
     hlo = computation.as_hlo_text(print_large_constants=True)
     # XLA's converter drops the device counts, which decide how the module runs.
-    from passes.partitions_to_replicas import module_devices
+    from converter.module_attributes import module_devices
 
     replicas, partitions = module_devices(module)
     head, _, rest = hlo.partition("\n")

@@ -25,6 +25,8 @@ from converter import dtypes
 from converter.errors import ConverterError
 from converter.hlo.ir import Module
 from converter.mlir_context import hlo_element_type
+from converter.module_attributes import elided_constants, module_devices
+from converter.taps import output_keys, tap_labels
 
 
 class RuntimeInputError(ConverterError):
@@ -47,13 +49,6 @@ class ArgSpec:
 
     def describe(self) -> str:
         return f"{self.element_type}[{','.join(map(str, self.shape))}]"
-
-
-def elided_constants(module: ir.Module) -> list[str]:
-    attrs = module.operation.attributes
-    if "hlo.elided_constants" not in attrs:
-        return []
-    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs["hlo.elided_constants"])]
 
 
 # ---------------------------------------------------------------------- devices
@@ -350,34 +345,19 @@ def _random_values(rng: np.random.Generator, spec: ArgSpec, shape: tuple[int, ..
 def program_from_module(module: ir.Module, hlo: Module | None = None, path: str = "",
                         timings: dict[str, float] | None = None) -> Program:
     """Wrap a portable module, after the passes XLA's CPU runtime needs (a multi-device
-    module gets `partitions-to-replicas`)."""
-    from passes import PassOptions, rewrite, run_pipeline
-    from passes.bounds_to_static import has_dynamic_entry
-    from passes.partitions_to_replicas import module_devices
-    from passes.sub_byte_collectives import FOLDS, MOVES, is_sub_byte_collective
+    module gets `partitions-to-replicas`, ...: `passes.cpu_runtime_pipeline`)."""
+    from converter.api import run_passes
+    from passes import cpu_runtime_pipeline
 
     replicas, partitions = module_devices(module)
-    n = replicas * partitions
     timings = timings if timings is not None else {}
-    # What XLA's CPU runtime needs: collectives in cross-replica form and on byte-wide
-    # types, entry arrays of static size.
-    needed = ["partitions-to-replicas"] if partitions > 1 or n > 1 else []
-    if any(is_sub_byte_collective(op) for op in rewrite.walk(module, MOVES + FOLDS)):
-        needed = ["partitions-to-replicas", "sub-byte-collectives"]
-    if n > 1:  # float sums in group order: the same bits in one process or several
-        needed.append("ordered-reductions")
-    if has_dynamic_entry(module):
-        needed.append("bounds-to-static")
+    needed = cpu_runtime_pipeline(module)
     if needed:
-        start = time.perf_counter()
-        run_pipeline(module, needed, PassOptions(path=path))
-        timings["passes"] = timings.get("passes", 0.0) + time.perf_counter() - start
+        run_passes(module, needed, path=path, timings=timings)
     params, results = _specs(_entry(module))
-    from converter.taps import output_keys, tap_labels
-
     keys = output_keys(len(results), tap_labels(module))
     results = [ArgSpec(s.index, key, s.shape, s.element_type, s.sharding) for s, key in zip(results, keys)]
-    return Program(module, n, params, results, hlo=hlo, path=path, timings=timings)
+    return Program(module, replicas * partitions, params, results, hlo=hlo, path=path, timings=timings)
 
 
 def load(path: str, *, pipeline: str | list[str] | None = "default", import_options=None, pass_options=None,
@@ -385,36 +365,11 @@ def load(path: str, *, pipeline: str | list[str] | None = "default", import_opti
     """A Program from an HLO dump (converted with `pipeline`) or a StableHLO file (.mlir
     text, bytecode or portable artifact; the pipeline runs over it too, which is a no-op
     for a module that is already portable)."""
-    from converter.api import convert_module
-    from converter.hlo.parser import parse_hlo
-    from converter.serialize import is_hlo_text, load_module
+    from converter.api import load_module_file
 
-    from converter.hloproto import hlo_text_of
-
-    with open(path, "rb") as f:
-        data = f.read()
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-    proto_text = hlo_text_of(data, path)  # XLA's module protos and snapshots: as HLO text
-    if proto_text is not None:
-        data = proto_text.encode()
-        timings["decode proto"] = time.perf_counter() - start
-    if is_hlo_text(data):
-        start = time.perf_counter()
-        hlo = parse_hlo(data.decode("utf-8", errors="replace"), path, allow_unknown_attributes=allow_unknown_attributes)
-        timings["parse"] = time.perf_counter() - start
-        module = convert_module(hlo, pipeline=pipeline, import_options=import_options, pass_options=pass_options,
-                                timings=timings, context=context)
-        return program_from_module(module, hlo, path, timings)
-    from passes import PassOptions, run_pipeline
-
-    start = time.perf_counter()
-    module = load_module(data, path, context)
-    timings["parse"] = time.perf_counter() - start
-    start = time.perf_counter()
-    run_pipeline(module, pipeline, pass_options or PassOptions(path=path))
-    timings["passes"] = time.perf_counter() - start
-    return program_from_module(module, None, path, timings)
+    loaded = load_module_file(path, pipeline=pipeline, import_options=import_options, pass_options=pass_options,
+                              context=context, allow_unknown_attributes=allow_unknown_attributes)
+    return program_from_module(loaded.module, loaded.hlo, path, loaded.timings)
 
 
 # ------------------------------------------------------------------ preflight

@@ -71,7 +71,7 @@ def _stats(arr: np.ndarray) -> list[str]:
 
 
 def run_command(args) -> int:
-    from converter.cli import _import_options, _pass_options
+    from converter.cli_options import import_options_from_args, pass_options_from_args
     from converter.sharding import assemble_global, before_optimizations_sibling, shardings_with_fallback, split_global
 
     if args.processes:
@@ -87,8 +87,8 @@ def run_command(args) -> int:
     progress = _Progress()
     progress("convert")
     snapshot = read_snapshot(args.input)
-    program = runtime.load(args.input, pipeline=args.pipeline, import_options=_import_options(args),
-                           pass_options=_pass_options(args), allow_unknown_attributes=args.allow_unknown_attributes)
+    program = runtime.load(args.input, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                           pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
     n = program.num_devices
     if group is not None:
         if args.engine == "iree":

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from converter.errors import ConverterError
+from converter.module_attributes import module_devices, set_module_devices
 
 
 def xla_stablehlo_text(hlo_text: str) -> str:
@@ -48,9 +49,5 @@ def xla_program(hlo_text: str, num_replicas: int = 1):
     mhlo.register_mhlo_dialect(context)  # XLA's importer leaves mhlo ops (bitcast, ...)
     module = load_module(text.encode(), "<xla import>", context)
     if num_replicas > 1:
-        from jaxlib.mlir import ir
-
-        with module.context:
-            module.operation.attributes["mhlo.num_replicas"] = ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(32), num_replicas)
+        set_module_devices(module, num_replicas, module_devices(module)[1])
     return program_from_module(module)

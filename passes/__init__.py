@@ -27,9 +27,31 @@ from passes import (  # noqa: F401  (each module registers its passes)
     upstream,
     xla_builder_math,
 )
+from jaxlib.mlir import ir
+
+from passes import rewrite
+from passes.bounds_to_static import has_dynamic_entry
 from passes.errors import PassError
 from passes.manager import DEFAULT_PIPELINE, parse_pipeline, run_pipeline
 from passes.registry import PASSES, Pass, PassOptions, pass_for_target, register_pass
+from passes.sub_byte_collectives import FOLDS, MOVES, is_sub_byte_collective
+from converter.module_attributes import module_devices
 
-__all__ = ["DEFAULT_PIPELINE", "PASSES", "Pass", "PassError", "PassOptions", "parse_pipeline",
+
+def cpu_runtime_pipeline(module: ir.Module) -> list[str]:
+    """The passes XLA's CPU runtime needs before it can run `module`: collectives in
+    cross-replica form and on byte-wide types, float sums in group order (the same bits in
+    one process or several), entry arrays of static size."""
+    replicas, partitions = module_devices(module)
+    n = replicas * partitions
+    needed = ["partitions-to-replicas"] if n > 1 else []
+    if any(is_sub_byte_collective(op) for op in rewrite.walk(module, MOVES + FOLDS)):
+        needed = ["partitions-to-replicas", "sub-byte-collectives"]
+    if n > 1:
+        needed.append("ordered-reductions")
+    if has_dynamic_entry(module):
+        needed.append("bounds-to-static")
+    return needed
+
+__all__ = ["DEFAULT_PIPELINE", "PASSES", "cpu_runtime_pipeline", "Pass", "PassError", "PassOptions", "parse_pipeline",
            "pass_for_target", "register_pass", "run_pipeline"]

@@ -10,6 +10,7 @@ from typing import Callable, TextIO
 
 from jaxlib.mlir import ir
 
+from converter.files import write_atomic
 from passes.errors import PassError, UnknownPassError
 from passes.registry import PASSES, PassOptions, target_matches
 from passes.rewrite import call_target, custom_calls
@@ -135,7 +136,4 @@ def run_pipeline(
 
 
 def _write(module: ir.Module, path: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(module.operation.get_asm(enable_debug_info=True, large_elements_limit=None))
-    os.replace(tmp, path)
+    write_atomic(path, module.operation.get_asm(enable_debug_info=True, large_elements_limit=None))

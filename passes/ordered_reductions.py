@@ -80,7 +80,7 @@ NATIVE_ATTR = "hlo.unordered_reductions"
 
 @register_pass("ordered-reductions", "float all-reduce / reduce-scatter folded in group order (multi-device runs)")
 def ordered_reductions(module: ir.Module, options: PassOptions) -> None:
-    from passes.partitions_to_replicas import module_devices
+    from converter.module_attributes import module_devices
 
     replicas, partitions = module_devices(module)
     kept = ordered_collectives(module, replicas * partitions)

@@ -19,19 +19,13 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
+from converter.module_attributes import module_devices, set_module_devices
 from converter.collectives import flattened_groups, flattened_pairs, group_mode
 from passes import rewrite as rw
 from passes.registry import PassOptions, register_pass
 
 _GROUP_OPS = ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
               "stablehlo.all_to_all", "stablehlo.collective_broadcast")
-
-
-def module_devices(module: ir.Module) -> tuple[int, int]:
-    attrs = module.operation.attributes
-    replicas = int(ir.IntegerAttr(attrs["mhlo.num_replicas"]).value) if "mhlo.num_replicas" in attrs else 1
-    partitions = int(ir.IntegerAttr(attrs["mhlo.num_partitions"]).value) if "mhlo.num_partitions" in attrs else 1
-    return replicas, partitions
 
 
 def int_matrix(attr: ir.Attribute) -> np.ndarray:
@@ -92,11 +86,8 @@ def partitions_to_replicas(module: ir.Module, options: PassOptions) -> None:
         for op in rw.walk(module, name):
             raise rw.op_error(op, "send/recv between devices has no CPU form; the importer turns matched "
                                   "pairs into collective_permute")
-    attrs = module.operation.attributes
+    set_module_devices(module, replicas * partitions, 1)
     with module.context:
-        i32 = ir.IntegerType.get_signless(32)
-        attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, replicas * partitions)
-        attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, 1)
         _move_shardings(module)
 
 

@@ -21,7 +21,7 @@ from jaxlib.mlir import ir
 
 from passes import rewrite as rw
 from passes.collective_folds import all_reduce_by_gather, reduce_scatter_by_exchange
-from passes.partitions_to_replicas import module_devices
+from converter.module_attributes import module_devices
 from passes.registry import PassOptions, register_pass
 
 b = rw.build

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from converter.hlo.escapes import c_unescape, c_unescape_bytes
 from converter.hlo.ir import Shape
 
 
@@ -256,8 +257,6 @@ class BackendConfig:
     def text(self) -> str:
         """The config as XLA stores it on the instruction (the string, unquoted)."""
         if self.form == "string":
-            from converter.hlo.parser import c_unescape
-
             return c_unescape(self.raw[1:-1])
         return self.raw
 
@@ -266,23 +265,7 @@ class BackendConfig:
         opaque descriptors: packed structs), which `text()` cannot hold losslessly."""
         if self.form != "string":
             return self.raw.encode("utf-8")
-        from converter.hlo.parser import _RE_C_ESCAPE, _SIMPLE_ESCAPES
-
-        s = self.raw[1:-1]
-        out = bytearray()
-        pos = 0
-        for m in _RE_C_ESCAPE.finditer(s):
-            out += s[pos : m.start()].encode("utf-8")
-            octal, hexa, char = m.groups()
-            if octal is not None:
-                out.append(int(octal, 8) & 0xFF)
-            elif hexa is not None:
-                out.append(int(hexa, 16))
-            else:
-                out += _SIMPLE_ESCAPES.get(char, "\\" + char).encode("utf-8")
-            pos = m.end()
-        out += s[pos:].encode("utf-8")
-        return bytes(out)
+        return c_unescape_bytes(self.raw[1:-1])
 
 
 @dataclass(frozen=True, slots=True)

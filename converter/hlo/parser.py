@@ -27,6 +27,7 @@ import numpy as np
 from converter import dtypes
 from converter.errors import ConverterError, ConverterWarning
 from converter.hlo import attrs as A
+from converter.hlo.escapes import c_unescape
 from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, check_written_shape
 from converter.hlo.ir import (
     ELEMENT_BITS,
@@ -142,12 +143,6 @@ _RE_INLINE_BODY = re.compile(r"\{" + _W + r"(?:ROOT\s+)?" + _NAME + _W + r"=", r
 _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _FILE_LOCATION_FIELDS = ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column")
 _FRAME_FIELDS = ("file_location_id", "parent_frame_id")
-# BackendConfig.data() reads these two (octal, hex or one character after '\').
-_RE_C_ESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))", re.S)
-_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\\", "?": "?",
-                   "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
-# absl::CUnescape, which XLA's lexer applies to strings: also \uXXXX and \UXXXXXXXX.
-_RE_C_UNESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.S)
 _JSON = json.JSONDecoder()
 _INT64_MAX = (1 << 63) - 1
 # Opcodes whose operands are the parameters of the computation(s) they call, by attribute.
@@ -155,28 +150,6 @@ _CALLS_WITH_OPERANDS = {"fusion": ("calls",), "call": ("to_apply",), "async-star
                         "while": ("condition", "body")}
 # Instruction names XLA refuses even with '%': the element types.
 _ILLEGAL_NAMES = frozenset(ELEMENT_BITS)
-
-
-def c_unescape(s: str) -> str:
-    """Undo absl::CEscape, which XLA applies to printed strings."""
-    if "\\" not in s:
-        return s
-    out = bytearray()
-    pos = 0
-    for m in _RE_C_UNESCAPE.finditer(s):
-        out += s[pos : m.start()].encode("utf-8")
-        octal, hexa, u4, u8, char = m.groups()
-        if octal is not None:
-            out.append(int(octal, 8) & 0xFF)
-        elif hexa is not None:
-            out.append(int(hexa, 16))
-        elif u4 is not None or u8 is not None:
-            out += chr(int(u4 or u8, 16)).encode("utf-8", errors="surrogatepass")
-        else:
-            out += _SIMPLE_ESCAPES.get(char, "\\" + char).encode("utf-8")
-        pos = m.end()
-    out += s[pos:].encode("utf-8")
-    return out.decode("utf-8", errors="replace")
 
 
 class _Parser:

@@ -9,27 +9,8 @@ from typing import Any, Callable
 import numpy as np
 
 from converter.hlo import attrs as A
+from converter.hlo.escapes import c_escape
 from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, UNBOUNDED
-
-
-def c_escape(s: str) -> str:
-    out = []
-    for ch in s:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\{ord(ch):03o}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def layout_to_text(layout: Layout) -> str:

@@ -21,7 +21,8 @@ from converter.hlo import attrs as A
 from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.importer.build import bounded_type, integer_attr
-from converter.importer.registry import RULES, ImportRule
+from converter.importer.registry import find_rule
+from converter.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir_context import make_context, mlir_element_type
 
 Values = list[ir.Value]
@@ -131,9 +132,7 @@ class ModuleImporter:
             self.module = module
             attrs = module.operation.attributes
             attrs["sym_name"] = ir.StringAttr.get(_symbol(hlo.name))
-            i32 = ir.IntegerType.get_signless(32)
-            attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, hlo.num_partitions)
-            attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, hlo.replica_count)
+            set_module_devices(module, hlo.replica_count, hlo.num_partitions)
             # Layouts and aliasing are metadata (DESIGN §3): kept as text so that no
             # consumer mistakes them for constraints on the portable module.
             for key in ("entry_computation_layout", "input_output_alias", "buffer_donor"):
@@ -150,8 +149,7 @@ class ModuleImporter:
                 attrs["mhlo.frontend_attributes"] = frontend_attributes(hlo.attrs["frontend_attributes"])
             self._import_entry(entry)
             if self.elided_constants:
-                attrs["hlo.elided_constants"] = ir.ArrayAttr.get(
-                    [ir.StringAttr.get(n) for n in self.elided_constants])
+                set_elided_constants(module, self.elided_constants)
             if self.uses_chlo:
                 passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
         return module
@@ -328,11 +326,9 @@ class ComputationImporter:
                 values[instr.name] = list(self.args[instr.parameter_number])
                 mi.record_tap(instr.name, values[instr.name])
                 continue
-            rule = RULES.get(instr.opcode)
+            rule = find_rule(instr.opcode)
             if rule is None:
-                rule = _async_sugar_rule(instr.opcode)
-                if rule is None:
-                    raise mi.error(f"no import rule for opcode '{instr.opcode}'", instr)
+                raise mi.error(f"no import rule for opcode '{instr.opcode}'", instr)
             operands: list[Any] = []
             for name in instr.operands:
                 leaves = values.get(name)
@@ -542,20 +538,8 @@ def frontend_attributes(values: dict[str, Any]) -> ir.DictAttr:
     return ir.DictAttr.get({k: ir.StringAttr.get(v.text if isinstance(v, A.Raw) else v) for k, v in values.items()})
 
 
-def _async_sugar_rule(opcode: str) -> ImportRule | None:
-    """`<op>-start` / `-update` / `-done` that XLA prints for an async-wrapped op."""
-    for suffix in ("-start", "-update", "-done"):
-        if opcode.endswith(suffix) and opcode[: -len(suffix)] in RULES:
-            from converter.importer.rules.async_ops import async_sugar_rule
-
-            return async_sugar_rule(opcode[: -len(suffix)], suffix)
-    return None
-
-
 def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None) -> ir.Module:
     """Import a parsed HLO module into a new StableHLO module (a faithful import)."""
-    import converter.importer.rules  # noqa: F401  (fills the rule table)
-
     module = ModuleImporter(hlo, options, context).run()
     try:
         module.operation.verify()

@@ -28,3 +28,23 @@ def import_rule(*opcodes: str) -> Callable[[ImportRule], ImportRule]:
         return rule
 
     return register
+
+
+# Rules made on demand for a family of opcodes no table entry names (the `-start`/`-done`
+# that XLA prints for an async-wrapped op): each returns the rule for an opcode, or None.
+RULE_FACTORIES: list[Callable[[str], ImportRule | None]] = []
+
+
+def rule_factory(factory: Callable[[str], ImportRule | None]) -> Callable[[str], ImportRule | None]:
+    RULE_FACTORIES.append(factory)
+    return factory
+
+
+def find_rule(opcode: str) -> ImportRule | None:
+    rule = RULES.get(opcode)
+    if rule is None:
+        for factory in RULE_FACTORIES:
+            rule = factory(opcode)
+            if rule is not None:
+                break
+    return rule

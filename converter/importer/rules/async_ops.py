@@ -10,7 +10,7 @@ instruction works the same way for any opcode that has an import rule.
 from __future__ import annotations
 
 from converter.importer import build as b
-from converter.importer.registry import RULES, import_rule
+from converter.importer.registry import RULES, import_rule, rule_factory
 
 
 def _leaves(operands) -> list:
@@ -50,8 +50,17 @@ def import_async_done(ctx, start):
     return start[lo:hi]
 
 
-def async_sugar_rule(base: str, suffix: str):
-    """The rule for `<base><suffix>`, e.g. `reduce-scatter-start`."""
+@rule_factory
+def async_sugar_rule(opcode: str):
+    """The rule for `<op>-start` / `-update` / `-done` that XLA prints for an async-wrapped
+    op, e.g. `reduce-scatter-start`."""
+    for suffix in ("-start", "-update", "-done"):
+        if opcode.endswith(suffix) and opcode[: -len(suffix)] in RULES:
+            return _async_sugar_rule(opcode[: -len(suffix)], suffix)
+    return None
+
+
+def _async_sugar_rule(base: str, suffix: str):
     if suffix == "-update":
         return import_async_update
     if suffix == "-done":
