@@ -66,8 +66,8 @@ def backward_text(q: str, kv: str, cfg: str) -> str:
 
 def run_ours(seq: int, backward: bool) -> dict:
     """In this (child) process: convert, compile, run once; times and peak RSS."""
-    from converter.api import convert_text
-    from converter.runtime import program_from_module
+    from converter.runtime.convert import convert_text
+    from converter.runtime.program import program_from_module
 
     start = time.perf_counter()
     program = program_from_module(convert_text(te_module(seq, backward=backward), "attention_bench.hlo"))

@@ -76,7 +76,7 @@ def main() -> None:
 
     import jaxlib._hlo as xla_hlo
 
-    from converter.api import convert_module
+    from converter.runtime.convert import convert_module
     from converter.hlo.parser import parse_hlo
     from converter.importer.core import import_hlo
     from passes import PassOptions, run_pipeline

@@ -37,9 +37,9 @@ def main() -> None:
     parser.add_argument("--maxtext", action="store_true", help="also the 16-device MaxText sample (about a minute)")
     args = parser.parse_args()
 
-    from converter.memory.analysis import summarize
-    from converter.memory.parser import load_buffer_assignment
-    from converter.runtime import load
+    from converter.tools.memory.analysis import summarize
+    from converter.tools.memory.parser import load_buffer_assignment
+    from converter.runtime.program import load
 
     print(f"{'dump (GiB per device)':<44} {'args':>8} {'outs':>8} {'aliased':>8} {'temps':>8} {'total':>8}  "
           f"{'original':<28} ours/original")

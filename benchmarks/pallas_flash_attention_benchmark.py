@@ -77,8 +77,8 @@ def main() -> None:
     import jax
     import numpy as np
 
-    from converter.api import convert_text
-    from converter.runtime import program_from_module
+    from converter.runtime.convert import convert_text
+    from converter.runtime.program import program_from_module
 
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(3))

@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated program names")
     args = parser.parse_args()
 
-    from converter.runtime import load
+    from converter.runtime.program import load
 
     selected = set(args.only.split(",")) if args.only else None
     print(f"{'program':<16} {'jax ms':>9} {'ours ms':>9} {'ratio':>6}")

@@ -15,13 +15,13 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "convert_file": "converter.api", "convert_module": "converter.api", "convert_text": "converter.api",
-    "ConverterError": "converter.errors",
+    "convert_file": "converter.runtime.convert", "convert_module": "converter.runtime.convert", "convert_text": "converter.runtime.convert",
+    "ConverterError": "converter.common.errors",
     "HloParseError": "converter.hlo.parser", "parse_hlo": "converter.hlo.parser",
     "parse_hlo_file": "converter.hlo.parser",
     "HloImportError": "converter.importer.core", "ImportOptions": "converter.importer.core",
     "import_hlo": "converter.importer.core",
-    "load": "converter.runtime", "Program": "converter.runtime",
+    "load": "converter.runtime.program", "Program": "converter.runtime.program",
 }
 
 __all__ = sorted(_EXPORTS)

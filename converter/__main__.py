@@ -1,3 +1,3 @@
-from converter.cli import main
+from converter.tools.cli import main
 
 raise SystemExit(main())

@@ -29,13 +29,13 @@ from passes import (  # noqa: F401  (each module registers its passes)
 )
 from jaxlib.mlir import ir
 
-from passes import rewrite
+from passes.lib import rewrite
 from passes.bounds_to_static import has_dynamic_entry
-from passes.errors import PassError
-from passes.manager import DEFAULT_PIPELINE, parse_pipeline, run_pipeline
-from passes.registry import PASSES, Pass, PassOptions, pass_for_target, register_pass
+from passes.lib.errors import PassError
+from passes.lib.manager import DEFAULT_PIPELINE, parse_pipeline, run_pipeline
+from passes.lib.registry import PASSES, Pass, PassOptions, pass_for_target, register_pass
 from passes.sub_byte_collectives import FOLDS, MOVES, is_sub_byte_collective
-from converter.module_attributes import module_devices
+from converter.mlir.module_attributes import module_devices
 
 
 def cpu_runtime_pipeline(module: ir.Module) -> list[str]:

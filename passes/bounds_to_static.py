@@ -14,9 +14,9 @@ import re
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.errors import PassError
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.errors import PassError
+from passes.lib.registry import PassOptions, register_pass
 
 
 def bound_shape(t: ir.Type) -> list[int] | None:
@@ -95,7 +95,7 @@ def _refine(module: ir.Module, path: str) -> None:
 
     import jaxlib._jax as jax_ext
 
-    from converter.serialize import load_module
+    from converter.mlir.serialize import load_module
 
     main = _main(module)
     ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
                "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")

@@ -78,8 +78,8 @@ from typing import Any
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 LEGACY_GEMM = "__cublas$gemm"
 LT_MATMUL = "__cublas$lt$matmul"

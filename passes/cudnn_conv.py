@@ -27,8 +27,8 @@ from jaxlib.mlir import ir
 
 from converter.hlo import attrs as A
 from converter.hlo.parser import conv_dim_labels, parse_window
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED = (
     "__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",

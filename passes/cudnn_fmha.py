@@ -18,12 +18,12 @@ top-left only —, PADDING_CAUSAL), sliding_window_length w (keys j > i − w), 
 and seed, and the dot dimension numbers from which Q's layout follows (batch dims [0,2]:
 BTNH; [0,1]: BNTH) (xla/stream_executor/cuda/cuda_dnn.cc,
 GetCudnnFlashAttentionOperationGraph; xla/service/gpu/backend_configs.proto,
-CudnnfMHABackendConfig).  The math is `passes.attention_core`; dropout's mask is the
+CudnnfMHABackendConfig).  The math is `passes.lib.attention`; dropout's mask is the
 core's portable one, not cuDNN's.
 
 Flex attention (jax 0.12's `score_mod`): the calls carry the score function's extra
 arguments after every other operand and name it in `called_computations`
-(passes.flex_attention computes that form).
+(passes.lib.flex_attention computes that form).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ import math
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.attention_core import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
+from passes.lib import rewrite as rw
+from passes.lib.attention import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
                                    lse_from_segment_major, lse_to_segment_major, segment_tokens)
-from passes.flex_attention import flex_backward, flex_forward, score_function
-from passes.registry import PassOptions, register_pass
+from passes.lib.flex_attention import flex_backward, flex_forward, score_function
+from passes.lib.registry import PassOptions, register_pass
 
 FORWARD = ("__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaSoftmaxDropout",
            "__cudnn$fmhaScaleBiasSoftmaxDropout")

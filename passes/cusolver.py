@@ -27,8 +27,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 POTRF_TARGETS = ("cusolver_potrf_ffi", "hipsolver_potrf_ffi")
 PIVOTS_TARGETS = ("cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation")

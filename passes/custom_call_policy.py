@@ -9,9 +9,9 @@ from functools import lru_cache
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.errors import PassError
-from passes.registry import PASSES, PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.errors import PassError
+from passes.lib.registry import PASSES, PassOptions, register_pass
 
 # Registered by jaxlib for CPU but meaningless without the Python process that made the
 # dump (host callbacks).

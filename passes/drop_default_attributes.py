@@ -12,8 +12,8 @@ from typing import Callable
 import numpy as np
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 
 def _all_equal(value: int | bool) -> Callable[[ir.Attribute], bool]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 # GPU library calls whose trailing 1-D i8/u8 result is a workspace the library scribbles on.
 WORKSPACE_TARGETS = ("__cublas$*", "__cudnn$*", "te_fused_attn_*", "__cusolver$*")

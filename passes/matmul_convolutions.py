@@ -17,8 +17,8 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 b = rw.build
 

@@ -19,11 +19,11 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter.hlo.ir import ELEMENT_BITS
-from converter.mlir_context import hlo_element_type
-from passes import rewrite as rw
-from passes.collective_folds import all_reduce_by_gather, group_size, reduce_scatter_by_exchange
+from converter.mlir.context import hlo_element_type
+from passes.lib import rewrite as rw
+from passes.lib.collective_folds import all_reduce_by_gather, group_size, reduce_scatter_by_exchange
 from passes.partitions_to_replicas import replica_groups_of
-from passes.registry import PassOptions, register_pass
+from passes.lib.registry import PassOptions, register_pass
 
 b = rw.build
 
@@ -80,7 +80,7 @@ NATIVE_ATTR = "hlo.unordered_reductions"
 
 @register_pass("ordered-reductions", "float all-reduce / reduce-scatter folded in group order (multi-device runs)")
 def ordered_reductions(module: ir.Module, options: PassOptions) -> None:
-    from converter.module_attributes import module_devices
+    from converter.mlir.module_attributes import module_devices
 
     replicas, partitions = module_devices(module)
     kept = ordered_collectives(module, replicas * partitions)

@@ -20,10 +20,10 @@ import re
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
+from passes.lib import rewrite as rw
 from passes.mosaic import translate as tr
 from passes.mosaic.kernel import WHOLE, Kernel, KernelError, read_kernel
-from passes.registry import PassOptions, register_pass
+from passes.lib.registry import PassOptions, register_pass
 
 TARGET = "tpu_custom_call"
 

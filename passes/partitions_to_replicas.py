@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from converter.module_attributes import module_devices, set_module_devices
-from converter.collectives import flattened_groups, flattened_pairs, group_mode
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from converter.mlir.module_attributes import module_devices, set_module_devices
+from converter.hlo.collectives import flattened_groups, flattened_pairs, group_mode
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 _GROUP_OPS = ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
               "stablehlo.all_to_all", "stablehlo.collective_broadcast")

@@ -7,7 +7,7 @@ A plug-in is registered per target, in one of two forms:
   the StableHLO in place of the call (its helper functions moved in under unique names),
   so the converted module still needs only jaxlib;
 - a rewrite `fn(op, attrs) -> list[ir.Value]` over the MLIR module, like the built-in
-  passes: it builds at the call (passes.rewrite's helpers) and returns one value per result.
+  passes: it builds at the call (passes.lib.rewrite's helpers) and returns one value per result.
 
 Sources: `register()` from Python, `load_file(FILE.py)` and `register_spec(TARGET,
 "pkg.module:function")` from the command line, and the entry-point group
@@ -47,12 +47,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from jaxlib.mlir import ir, passmanager
 
-from converter.dtypes import numpy_dtype
-from converter.errors import ConverterError
-from converter.mlir_context import hlo_element_type
-from passes import rewrite as rw
-from passes.errors import PassError
-from passes.registry import PassOptions, pass_for_target, register_pass
+from converter.hlo.dtypes import numpy_dtype
+from converter.common.errors import ConverterError
+from converter.mlir.context import hlo_element_type
+from passes.lib import rewrite as rw
+from passes.lib.errors import PassError
+from passes.lib.registry import PassOptions, pass_for_target, register_pass
 
 ENTRY_POINT_GROUP = "hlo_roundtrip.custom_calls"
 LAYOUT_MODES = ("kernel", "logical")

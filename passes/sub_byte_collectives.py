@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.collective_folds import all_reduce_by_gather, reduce_scatter_by_exchange
-from converter.module_attributes import module_devices
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.collective_folds import all_reduce_by_gather, reduce_scatter_by_exchange
+from converter.mlir.module_attributes import module_devices
+from passes.lib.registry import PassOptions, register_pass
 
 b = rw.build
 

@@ -12,7 +12,7 @@ FUSED_ATTN_IMPL_COMMON_BLOCK), transformer_engine/common/include/transformer_eng
 fused_attn.h (enums), common/fused_attn/fused_attn_f16_arbitrary_seqlen.cu (masks) and
 utils.cu (cu_seqlens, offsets); summarized in the project's notes.
 
-The math is `passes.attention_core`.  Dropout uses the core's portable RNG seeded from
+The math is `passes.lib.attention`.  Dropout uses the core's portable RNG seeded from
 the call's seed (kept in rng_state for the backward); it cannot equal cuDNN's mask bit
 for bit.
 """
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.attention_core import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
+from passes.lib import rewrite as rw
+from passes.lib.attention import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
                                    lse_from_segment_major, lse_to_segment_major, segment_tokens)
-from passes.registry import PassOptions, register_pass
+from passes.lib.registry import PassOptions, register_pass
 
 FORWARD = ("te_fused_attn_forward_ffi", "te_fused_attn_forward")
 BACKWARD = ("te_fused_attn_backward_ffi", "te_fused_attn_backward")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 
 TARGETS = ("cu_threefry2x32", "cu_threefry2x32_ffi", "hip_threefry2x32", "hip_threefry2x32_ffi")
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))

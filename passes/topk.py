@@ -19,8 +19,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 from passes.upstream import symbol_dce
 
 TARGETS = ("TopK", "__gpu$TopK")

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 from passes.upstream import inline
 
 START, DONE = "AsyncCollectiveStart", "AsyncCollectiveDone"

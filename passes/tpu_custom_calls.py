@@ -54,9 +54,9 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
+from passes.lib import rewrite as rw
 from passes.cusolver import lapack_letter, pivots_to_permutation
-from passes.registry import PassOptions, register_pass
+from passes.lib.registry import PassOptions, register_pass
 
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")
 LU_BY_KIND = {"LuRealDecompositionBlock": False, "LuComplexDecompositionBlock": True}  # complex?

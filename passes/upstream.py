@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir, passmanager
 
-from passes.registry import PassOptions, register_pass
+from passes.lib.registry import PassOptions, register_pass
 
 
 def _run(module: ir.Module, pipeline: str) -> None:
@@ -28,7 +28,7 @@ def symbol_dce(module: ir.Module, options: PassOptions) -> None:
 
 @register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop private functions")
 def inline(module: ir.Module, options: PassOptions) -> None:
-    from passes.rewrite import inline_calls
+    from passes.lib.rewrite import inline_calls
 
     inline_calls(module)
     _run(module, "symbol-dce")

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir, passmanager
 
-from converter import dtypes
-from converter.mlir_context import hlo_element_type
-from passes import rewrite as rw
-from passes.registry import PassOptions, register_pass
+from converter.hlo import dtypes
+from converter.mlir.context import hlo_element_type
+from passes.lib import rewrite as rw
+from passes.lib.registry import PassOptions, register_pass
 from passes.upstream import symbol_dce
 
 PREFIX = "xla_builder.math."

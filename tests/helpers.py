@@ -7,11 +7,11 @@ from typing import Sequence
 
 import numpy as np
 
-from converter.api import convert_text
-from converter.runtime import Program, program_from_module
-from converter.xla_oracle import run_with_xla
+from converter.runtime.convert import convert_text
+from converter.runtime.program import Program, program_from_module
+from converter.runtime.xla_oracle import run_with_xla
 
-from converter.compare import TOLERANCES  # noqa: E402  (one table for tests and `check`)
+from converter.runtime.compare import TOLERANCES  # noqa: E402  (one table for tests and `check`)
 
 
 def convert_program(hlo_text: str, pipeline: str = "default", **kwargs) -> Program:

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from converter.cli import main
-from converter.xla_parser import xla_parse
+from converter.tools.cli import main
+from converter.runtime.xla_parser import xla_parse
 from tests.conftest import SAMPLE_DUMPS, SAMPLES
 
 

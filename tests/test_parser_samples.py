@@ -6,7 +6,7 @@ import pytest
 
 from converter.hlo.parser import parse_hlo, parse_hlo_file
 from converter.hlo.printer import shape_to_text
-from converter.xla_parser import xla_parse
+from converter.runtime.xla_parser import xla_parse
 from tests.conftest import SAMPLE_DUMPS, SAMPLES
 
 _XLA_LINE = re.compile(r"^(?:ROOT )?%?([^ ]+) = (.*?) ([a-z][a-z0-9\-]*)\(", re.S)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from converter.runtime import load
+from converter.runtime.program import load
 from tests.helpers import assert_close
 from tests.programs.catalog import BY_NAME
 

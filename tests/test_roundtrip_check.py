@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.check import check_dump
-from converter.cli import main
-from converter.export import export_hlo_text
-from converter.serialize import load_module, module_to_bytes
+from converter.runtime.convert import convert_text
+from converter.tools.check import check_dump
+from converter.tools.cli import main
+from converter.tools.export import export_hlo_text
+from converter.mlir.serialize import load_module, module_to_bytes
 from tests.conftest import SAMPLES
 from tests.helpers import assert_all_close, convert_program
 
@@ -66,7 +66,7 @@ def test_check_reports_a_deliberate_mismatch(tmp_path, monkeypatch, capsys):
     """A converter bug that changes numbers on the second conversion must fail `check`."""
     path = tmp_path / "small.hlo"
     path.write_text(SMALL)
-    import converter.check as check
+    import converter.tools.check as check
 
     real = check.export_hlo_text
 

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from converter.api import convert_file
-from converter.check import check_dump, format_report
-from converter.serialize import load_module, module_to_bytes
+from converter.runtime.convert import convert_file
+from converter.tools.check import check_dump, format_report
+from converter.mlir.serialize import load_module, module_to_bytes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DUMPS = sorted((ROOT / "tests" / "dumps").glob("*/*.hlo"))

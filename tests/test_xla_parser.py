@@ -1,4 +1,4 @@
-"""XLA's own HLO parser runs in a worker process (converter.xla_parser): what it reads comes
+"""XLA's own HLO parser runs in a worker process (converter.runtime.xla_parser): what it reads comes
 back intact, its rejections come back as XLA's message, and a crash of jaxlib's parser is a
 clear error in this process instead of the end of it."""
 
@@ -9,9 +9,9 @@ import jaxlib._hlo as xla_hlo
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
-from converter.xla_oracle import run_with_xla
-from converter.xla_parser import XlaParseError, XlaParserCrashed, xla_parse
+from converter.common.errors import ConverterError
+from converter.runtime.xla_oracle import run_with_xla
+from converter.runtime.xla_parser import XlaParseError, XlaParserCrashed, xla_parse
 
 GOOD = """HloModule m
 

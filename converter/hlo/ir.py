@@ -358,7 +358,7 @@ class Module:
 
     def _device_counts(self) -> tuple[int, int]:
         if self._implied_devices is None:
-            from converter.collectives import implied_device_counts
+            from converter.hlo.collectives import implied_device_counts
 
             given = [int(self.attrs[k]) if k in self.attrs else None for k in ("replica_count", "num_partitions")]
             self._implied_devices = implied_device_counts(

@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from converter import dtypes
-from converter.errors import ConverterError, ConverterWarning
+from converter.hlo import dtypes
+from converter.common.errors import ConverterError, ConverterWarning
 from converter.hlo import attrs as A
 from converter.hlo.escapes import c_unescape
 from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, check_written_shape

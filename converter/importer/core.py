@@ -15,15 +15,15 @@ import numpy as np
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import func, stablehlo
 
-from converter import dtypes
-from converter.errors import ConverterError
+from converter.hlo import dtypes
+from converter.common.errors import ConverterError
 from converter.hlo import attrs as A
 from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
-from converter.importer.build import bounded_type, integer_attr
+from converter.mlir.builders import bounded_type, integer_attr
 from converter.importer.registry import find_rule
-from converter.module_attributes import set_elided_constants, set_module_devices
-from converter.mlir_context import make_context, mlir_element_type
+from converter.mlir.module_attributes import set_elided_constants, set_module_devices
+from converter.mlir.context import make_context, mlir_element_type
 
 Values = list[ir.Value]
 
@@ -53,7 +53,7 @@ class ImportOptions:
     # "error": fail; "zeros" / "random" (seeded): made-up values, knowingly.
     elided_constants: str = "mark"
     seed: int = 0
-    # Instructions whose values become extra results of @main (a converter.taps.TapRequest).
+    # Instructions whose values become extra results of @main (a converter.importer.taps.TapRequest).
     taps: Any = None
 
 
@@ -72,7 +72,7 @@ class ModuleImporter:
         self.imports_of: dict[str, int] = {}
         self.module: ir.Module | None = None
         self._rng = np.random.default_rng(self.options.seed)
-        # Taps (converter.taps): the plan, and one {instruction: leaves} per block being
+        # Taps (converter.importer.taps): the plan, and one {instruction: leaves} per block being
         # imported whose values can leave it (the entry's, each while body's).
         self.tap_plan = None
         self.tap_collectors: list[dict[str, Values]] = []
@@ -124,7 +124,7 @@ class ModuleImporter:
         hlo = self.hlo
         entry = hlo.entry
         if self.options.taps:
-            from converter.taps import resolve
+            from converter.importer.taps import resolve
 
             self.tap_plan = resolve(self.options.taps, hlo, self.options.keep_fusions)
         with self.context, ir.Location.file(hlo.path, entry.line, entry.col):
@@ -194,7 +194,7 @@ class ModuleImporter:
                 taps = self.tap_collectors.pop()
                 if self.tap_plan is not None:
                     results = list(results) + self.tap_values(self.tap_plan.names, taps)
-                    from converter.taps import TAPS_ATTR, leaf_labels
+                    from converter.importer.taps import TAPS_ATTR, leaf_labels
 
                     self.module.operation.attributes[TAPS_ATTR] = ir.ArrayAttr.get([
                         ir.StringAttr.get(label) for name in self.tap_plan.names
@@ -242,7 +242,7 @@ class ModuleImporter:
         return [t for group in out for t in group]
 
     def tap_values(self, names: Sequence[str], recorded: dict[str, Values]) -> Values:
-        from converter.taps import array_leaf_mask
+        from converter.importer.taps import array_leaf_mask
 
         out = []
         for name in names:

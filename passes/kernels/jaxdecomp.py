@@ -46,8 +46,8 @@ import numpy as np
 from jax import lax
 from jaxlib.mlir import ir
 
-from passes import rewrite as rw
-from converter.module_attributes import module_devices
+from passes.lib import rewrite as rw
+from converter.mlir.module_attributes import module_devices
 from passes.plugins import CallAttributes, enclosing_module, inline_jax, rewrite
 
 SLAB_XY, SLAB_YZ, PENCILS, NO_DECOMP = 0, 1, 2, 3

@@ -6,7 +6,7 @@ import math
 
 from jaxlib.mlir import ir
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import Translator, dense_constant, rule, tensor_type
 

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from jaxlib.mlir import ir
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import (Ref, Reshaped, Translator, attr, index_value, int_list, rule, segments,
                                      squeeze_dims)

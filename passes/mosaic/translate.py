@@ -20,7 +20,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from passes.mosaic.kernel import KernelError
 
 RuleFn = Callable[["Translator", ir.Operation], None]

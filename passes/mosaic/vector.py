@@ -8,7 +8,7 @@ import re
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import Translator, attr, int_list, rule, tensor_type
 

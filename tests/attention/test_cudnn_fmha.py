@@ -17,8 +17,8 @@ import pytest
 from jax import export
 from jax._src.cudnn import fused_attention_stablehlo as fa
 
-from converter.api import convert_text
-from converter.runtime import program_from_module
+from converter.runtime.convert import convert_text
+from converter.runtime.program import program_from_module
 from passes import PassOptions
 from tests.helpers import assert_close
 

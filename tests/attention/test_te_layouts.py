@@ -18,8 +18,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.runtime import program_from_module
+from converter.runtime.convert import convert_text
+from converter.runtime.program import program_from_module
 from passes import PassOptions
 from tests.attention.test_te_attention import cu_of, jax_attention, numpy_attention, rand, shape, te_config, visibility
 from tests.helpers import assert_close

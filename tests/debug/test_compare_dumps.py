@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from converter.dump_compare import compare_dumps, format_report
+from converter.tools.compare import compare_dumps, format_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -61,7 +61,7 @@ PLANTS = {"tanh", "exponential", "rsqrt", "sine"}
 def _plants(pair) -> list[tuple[str, str, str]]:
     """(A's instruction, B's instruction computing the value, its opcode) for matched
     pairs whose value B computes with a plantable op."""
-    from converter.dump_compare import effective_opcode
+    from converter.tools.compare import effective_opcode
     from converter.hlo.parser import parse_hlo_file
 
     report = compare_dumps(*pair, seed=1)

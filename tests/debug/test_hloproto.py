@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("google.protobuf")
 
-from converter.hloproto import literal_leaves, proto_kind, read_hlo_text, read_snapshot  # noqa: E402
-from converter.hloproto.schema import message_class  # noqa: E402
-from converter.runtime import load  # noqa: E402
+from converter.hlo.proto import literal_leaves, proto_kind, read_hlo_text, read_snapshot  # noqa: E402
+from converter.hlo.proto.schema import message_class  # noqa: E402
+from converter.runtime.program import load  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -127,7 +127,7 @@ def test_hlo_proto_runs_like_xlas_text_dump_of_it(dumps, program):
     a, b = from_pb(*inputs), from_txt(*inputs)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
-    from converter.compare import compare
+    from converter.runtime.compare import compare
 
     for i, x in enumerate(a):
         expected = oracle[f"out{i}"]
@@ -190,7 +190,7 @@ def test_text_protos(dumps, program, tmp_path):
     the binary ones."""
     from google.protobuf import text_format
 
-    from converter.hloproto import _module_bytes
+    from converter.hlo.proto import _module_bytes
 
     snap_path = _by_program(dumps, "snapshot")[program]
     data = open(snap_path, "rb").read()
@@ -229,7 +229,7 @@ def test_text_protos(dumps, program, tmp_path):
 
 def test_compare_a_dump_with_a_snapshot_on_its_arguments(dumps):
     """`compare TEXT_DUMP SNAPSHOT`: one module, run on the snapshot's own arguments."""
-    from converter.dump_compare import compare_dumps, format_report
+    from converter.tools.compare import compare_dumps, format_report
 
     snap = _by_program(dumps, "snapshot")["loop"]
     report = compare_dumps(_by_program(dumps, ".txt")["loop"], snap)

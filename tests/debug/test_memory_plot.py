@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from converter.memory import load_buffer_assignment, summarize  # noqa: E402
-from converter.memory.plot import binary_tick_step, build_figure  # noqa: E402
+from converter.tools.memory import load_buffer_assignment, summarize  # noqa: E402
+from converter.tools.memory.plot import binary_tick_step, build_figure  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLE = os.path.join(ROOT, "samples", "tpu_spmd_mlp_async_collective_fusion.buffer_assignment.txt")

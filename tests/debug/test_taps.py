@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from converter.api import convert_module
-from converter.compare import compare
+from converter.runtime.convert import convert_module
+from converter.runtime.compare import compare
 from converter.hlo.parser import parse_hlo_file
 from converter.importer.core import ImportOptions
-from converter.runtime import program_from_module
-from converter.taps import TapError, TapRequest, truncated_module
-from converter.xla_oracle import xla_program
+from converter.runtime.program import program_from_module
+from converter.importer.taps import TapError, TapRequest, truncated_module
+from converter.runtime.xla_oracle import xla_program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU = os.path.join(ROOT, "tests", "dumps", "cpu")
@@ -127,7 +127,7 @@ def test_taps_in_nested_loops():
     path = os.path.join(CPU, "scan_reverse_nested.hlo")
     hlo = parse_hlo_file(path)
     request = TapRequest(regex=".")
-    from converter.taps import resolve
+    from converter.importer.taps import resolve
 
     plan = resolve(request, hlo)
     assert plan.in_loop_body, "the sample has while bodies"
@@ -198,7 +198,7 @@ def test_taps_in_nested_loops_are_the_last_inner_iteration_of_the_last_outer_one
     path = tmp_path / "nested.hlo"
     path.write_text(jax.jit(program).lower(x).compile().as_text())
     hlo = parse_hlo_file(str(path))
-    from converter.taps import resolve
+    from converter.importer.taps import resolve
 
     plan = resolve(TapRequest(regex="."), hlo)
     # Instructions of the inner body (two loops deep) holding the f32[3] carry update.

@@ -10,7 +10,7 @@ from typing import Sequence
 import ml_dtypes
 import numpy as np
 
-from converter import dtypes
+from converter.hlo import dtypes
 
 # Float values where rules go wrong: signed zeros, infinities, NaN, halves (rounding),
 # values near the integer types' limits, subnormals and large magnitudes.
@@ -135,7 +135,7 @@ def differential_runs(hlo_text: str, input_sets: Sequence[Sequence[np.ndarray]],
                       exact: Sequence[bool] | None = None) -> list[list[np.ndarray]]:
     """differential_by_output for several inputs of one module, each side compiled once
     (selector and index sweeps).  Returns ours, one list of outputs per input set."""
-    from converter.xla_oracle import xla_program
+    from converter.runtime.xla_oracle import xla_program
     from tests.helpers import assert_close, convert_program
 
     ours_program, xla = convert_program(hlo_text), xla_program(hlo_text)

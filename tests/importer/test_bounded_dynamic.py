@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.errors import ConverterError
-from converter.runtime import program_from_module
-from converter.xla_oracle import run_with_xla
+from converter.runtime.convert import convert_text
+from converter.common.errors import ConverterError
+from converter.runtime.program import program_from_module
+from converter.runtime.xla_oracle import run_with_xla
 from tests.helpers import assert_all_close, convert_program
 
 HLO = """HloModule bounded
@@ -62,7 +62,7 @@ def test_an_unbounded_dynamic_entry_is_refused_by_name():
   }
 }
 """
-    from converter.serialize import load_module
+    from converter.mlir.serialize import load_module
 
     with pytest.raises(ConverterError, match="dynamic without a bound"):
         program_from_module(load_module(text.encode(), "m.mlir"))

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
+from converter.common.errors import ConverterError
 from tests.helpers import convert_program
 
 

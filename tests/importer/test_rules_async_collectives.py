@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
-from converter.xla_oracle import run_with_xla
+from converter.common.errors import ConverterError
+from converter.runtime.xla_oracle import run_with_xla
 from tests.helpers import assert_all_close, run_ours
 
 N = 4
@@ -194,7 +194,7 @@ REFUSED = [
 
 @pytest.mark.parametrize("name,body,message", REFUSED, ids=[c[0] for c in REFUSED])
 def test_forms_without_a_portable_meaning_are_refused_by_line(name, body, message):
-    from converter.api import convert_text
+    from converter.runtime.convert import convert_text
 
     with pytest.raises(ConverterError, match=message) as err:
         convert_text(module(body), "dump.hlo")

@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter import dtypes
+from converter.hlo import dtypes
 from tests.helpers import assert_close
 from tests.importer.hlo_snippets import differential_by_output
 

@@ -23,8 +23,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from converter import dtypes
-from converter.api import convert_text
+from converter.hlo import dtypes
+from converter.runtime.convert import convert_text
 from converter.hlo.parser import parse_hlo
 from converter.importer.core import HloImportError
 from tests.helpers import run_ours

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from converter.importer.core import HloImportError
 from tests.helpers import convert_program, run_ours
 from tests.importer.hlo_snippets import differential_by_output, differential_runs

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from jaxlib.mlir import ir
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.helpers import run_ours
 
 
@@ -186,7 +186,7 @@ def test_an_aliased_lapack_call_computes_what_the_plain_call_does():
     """Aliasing says where the result is written, never what it is: a CPU LAPACK
     Cholesky (jaxlib's typed-FFI target) with and without its alias gives the same
     factor, and both match XLA running the aliased module."""
-    from converter.xla_oracle import run_with_xla
+    from converter.runtime.xla_oracle import run_with_xla
 
     aliased = """HloModule aliased_potrf
 ENTRY main {

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.errors import ConverterError
+from converter.runtime.convert import convert_text
+from converter.common.errors import ConverterError
 from converter.hlo.parser import parse_hlo
-from converter.xla_oracle import run_with_xla
+from converter.runtime.xla_oracle import run_with_xla
 from tests.helpers import assert_all_close, convert_program
 
 ADD = """add {

@@ -3,7 +3,7 @@ XLA running the same HLO (tests/helpers.py: differential) on inputs full of the 
 where semantics differ: signed zeros, infinities, NaN, halves, integer extremes, shift
 amounts at and beyond the bit width.
 
-Tolerances: the dtype table (converter.compare.TOLERANCES: a few ulps) where the two
+Tolerances: the dtype table (converter.runtime.compare.TOLERANCES: a few ulps) where the two
 paths may evaluate a transcendental function differently; exact (rtol=atol=0) where the
 op has exactly one correct answer (rounding, conversion, integer arithmetic, bit
 manipulation), said at each test."""
@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter import dtypes
+from converter.hlo import dtypes
 from converter.importer.core import HloImportError
 from tests.helpers import assert_close, differential, run_ours, run_xla
 from tests.importer.hlo_snippets import (binary_module, differential_by_output, elementwise_module, flush_subnormals,

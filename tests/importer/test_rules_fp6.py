@@ -13,11 +13,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter import dtypes
-from converter.api import convert_text
-from converter.errors import ConverterError
+from converter.hlo import dtypes
+from converter.runtime.convert import convert_text
+from converter.common.errors import ConverterError
 from converter.hlo.parser import parse_hlo
-from converter.runtime import read_inputs, write_outputs
+from converter.runtime.program import read_inputs, write_outputs
 from tests.helpers import convert_program, run_ours
 from tests.importer.hlo_snippets import SPECIAL_FLOATS, differential_by_output
 

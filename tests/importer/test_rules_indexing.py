@@ -201,7 +201,7 @@ ENTRY main {
   ROOT s = f32[3,4,2] scatter(x, idx, upd), update_window_dims={1,2,3}, inserted_window_dims={}, scatter_dims_to_operand_dims={0,1,2}, index_vector_dim=1, to_apply=add
 }
 """
-    from converter.api import convert_text
+    from converter.runtime.convert import convert_text
 
     module = str(convert_text(hlo, pipeline="none"))
     assert "inserted_window_dims = [0, 1, 2]" in module and "tensor<6xf32>" in module

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from converter.importer.core import HloImportError
 from tests.helpers import run_ours
 from tests.importer.hlo_snippets import differential_by_output, differential_runs

@@ -10,7 +10,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
+from converter.common.errors import ConverterError
 from tests.helpers import run_ours
 
 RNG = np.random.default_rng(0)

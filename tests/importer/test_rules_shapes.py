@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter import dtypes
+from converter.hlo import dtypes
 from tests.helpers import run_ours
 from tests.importer.hlo_snippets import differential_by_output
 

@@ -18,9 +18,9 @@ import re
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.errors import ConverterError
-from converter.xla_oracle import run_with_xla
+from converter.runtime.convert import convert_text
+from converter.common.errors import ConverterError
+from converter.runtime.xla_oracle import run_with_xla
 from tests.helpers import assert_all_close, convert_program
 
 N = 4

@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 import pytest
 
-from converter import dtypes
+from converter.hlo import dtypes
 from tests.helpers import run_ours
 
 DEVICES = 4

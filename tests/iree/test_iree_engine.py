@@ -13,11 +13,11 @@ import pathlib
 
 import pytest
 
-from converter.errors import ConverterError
-from converter.runtime import load
+from converter.common.errors import ConverterError
+from converter.runtime.program import load
 from tests.helpers import assert_close
 
-iree_engine = pytest.importorskip("converter.iree_engine")
+iree_engine = pytest.importorskip("converter.runtime.iree_engine")
 if not iree_engine.iree_available():
     pytest.skip("the `iree` extra is not installed", allow_module_level=True)
 

@@ -21,9 +21,9 @@ import re
 
 import pytest
 
-from converter.cli import main
-from converter.memory import BufferAssignmentParseError, load_buffer_assignment, parse_buffer_assignment, summarize
-from converter.memory.analysis import byte_size_of
+from converter.tools.cli import main
+from converter.tools.memory import BufferAssignmentParseError, load_buffer_assignment, parse_buffer_assignment, summarize
+from converter.tools.memory.analysis import byte_size_of
 from converter.hlo.parser import parse_shape_prefix
 from tests.memory.xla_dumps import buffer_assignment_path, generate
 

@@ -207,7 +207,7 @@ def _mutate_tokens(text: str, rng: random.Random, kind: str) -> str:
 # starts and ends, so that a crash (a signal) still names the case it died on.
 _BATCH = r"""
 import contextlib, io, json, sys
-from converter.cli import main
+from converter.tools.cli import main
 cases = json.load(open(sys.argv[1]))
 with open(sys.argv[2], "w") as log:
     for i, argv in enumerate(cases):

@@ -19,7 +19,7 @@ import jaxlib
 import pytest
 
 from converter.hlo.parser import HloParseError, parse_hlo
-from converter.xla_parser import XlaParseError
+from converter.runtime.xla_parser import XlaParseError
 from tests.parser.xla_view import our_view, xla_module, xla_named_view, xla_view
 
 SNIPPETS = pathlib.Path(__file__).parent / "snippets"

@@ -10,11 +10,11 @@ import warnings
 import numpy as np
 import pytest
 
-from converter.cli import main
-from converter.errors import ConverterWarning
+from converter.tools.cli import main
+from converter.common.errors import ConverterWarning
 from converter.hlo import attrs as A
 from converter.hlo.parser import HloParseError, parse_hlo
-from converter.serialize import is_hlo_text
+from converter.mlir.serialize import is_hlo_text
 from tests.parser.xla_view import xla_module
 
 ALL_REDUCE = """HloModule m, num_partitions=2
@@ -345,9 +345,9 @@ HEADERLESS = [
 
 @pytest.mark.parametrize("index", range(len(HEADERLESS)))
 def test_run_takes_hlo_without_header_as_hlo_and_computes_what_xla_does(tmp_path, index, capsys):
-    from converter.xla_oracle import run_with_xla
+    from converter.runtime.xla_oracle import run_with_xla
 
-    from converter.runtime import load
+    from converter.runtime.program import load
     from tests.helpers import assert_close
 
     text = HEADERLESS[index]
@@ -363,8 +363,8 @@ def test_run_takes_hlo_without_header_as_hlo_and_computes_what_xla_does(tmp_path
 
 
 def test_mlir_in_every_form_is_not_taken_for_hlo(tmp_path):
-    from converter.api import convert_text
-    from converter.serialize import module_to_bytes
+    from converter.runtime.convert import convert_text
+    from converter.mlir.serialize import module_to_bytes
 
     module = convert_text(HEADERLESS[2])
     for emit in ("mlir", "bytecode", "portable"):

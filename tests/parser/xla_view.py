@@ -15,7 +15,7 @@ from collections import Counter
 
 from converter.hlo.ir import Layout, Module, Shape
 from converter.hlo.printer import shape_to_text
-from converter.xla_parser import xla_parse
+from converter.runtime.xla_parser import xla_parse
 
 _XLA_LINE = re.compile(r"^(?:ROOT )?%?([^ ]+) = (.*?) ([a-z][a-z0-9\-]*)\(", re.S)
 _DENSE_LEVELS = re.compile(r"D\(D(?:,D)*\)")

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.helpers import assert_close, convert_program
 
 RTOL = ATOL = 1e-4

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.helpers import assert_close, convert_program
 
 

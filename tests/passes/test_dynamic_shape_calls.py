@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
+from converter.common.errors import ConverterError
 from tests.helpers import assert_close, run_ours, run_xla
 
 ADD = """add {

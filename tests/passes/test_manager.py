@@ -10,8 +10,8 @@ import pytest
 from jaxlib.mlir import ir
 
 import passes
-from converter.api import convert_text
-from converter.cli import main
+from converter.runtime.convert import convert_text
+from converter.tools.cli import main
 from passes import PASSES, PassError, PassOptions, parse_pipeline, register_pass, run_pipeline
 from tests.helpers import assert_close, convert_program, run_xla
 
@@ -55,7 +55,7 @@ def test_unknown_pass_is_an_error_listing_the_known_ones(capsys, tmp_path):
 def test_verification_failure_names_the_pass():
     @register_pass("test-break-module", "a deliberately broken pass (test only)")
     def break_module(module: ir.Module, options: PassOptions) -> None:
-        from passes import rewrite as rw
+        from passes.lib import rewrite as rw
 
         op = rw.walk(module, "stablehlo.exponential")[0]
         # A result type that disagrees with the operand's: invalid.

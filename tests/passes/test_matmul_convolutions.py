@@ -10,7 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from converter.api import convert_file
+from converter.runtime.convert import convert_file
 from tests.helpers import convert_program, run_xla
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -14,8 +14,8 @@ import pytest
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_d
 
-from converter.mlir_context import make_context
-from converter.runtime import program_from_module
+from converter.mlir.context import make_context
+from converter.runtime.program import program_from_module
 from passes.mosaic import translate as tr
 from passes.mosaic.kernel import KernelError
 

@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from converter.errors import ConverterError
-from converter.runtime import program_from_module
+from converter.runtime.convert import convert_text
+from converter.common.errors import ConverterError
+from converter.runtime.program import program_from_module
 from tests.passes.pallas.kernels import CASES, Case
 from tests.passes.pallas.generate import DUMPS, SEED
 

@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.conftest import SAMPLES
 
 SAMPLE = SAMPLES / "gpu_torchxla_qwen_decode_cublas.hlo"
@@ -130,7 +130,7 @@ def qwen_inputs(params) -> list[np.ndarray]:
 
 @pytest.mark.slow
 def test_qwen_sample_runs_on_cpu_and_matches_numpy():
-    from converter.runtime import load
+    from converter.runtime.program import load
 
     prog = load(str(SAMPLE))
     assert [s.shape for s in prog.params][4] == (32,) and prog.params[4].element_type == "s32"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry_2x32
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.helpers import convert_program
 
 

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from converter.api import convert_text
+from converter.runtime.convert import convert_text
 from tests.helpers import assert_close, convert_program
 
 

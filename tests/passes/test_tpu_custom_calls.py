@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from converter.api import convert_text
-from passes.errors import PassError
+from converter.runtime.convert import convert_text
+from passes.lib.errors import PassError
 from tests.helpers import assert_close, convert_program
 
 
@@ -263,7 +263,7 @@ ENTRY main {
   ROOT r = (f32[3], f32[3], f32[3,3], f32[3,3], f32[3,3], f32[3,3]) custom-call(q0, q1, q2, q3), custom_call_target="EighTpu"
 }
 """
-    from converter.errors import ConverterError
+    from converter.common.errors import ConverterError
 
     _portable(text)  # inlined fusions: the pad is visible and the call is rewritten
     with pytest.raises(ConverterError, match=r"EighTpu.*kept fusion"):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.special as sp
 
-from converter.errors import ConverterError
+from converter.common.errors import ConverterError
 from tests.helpers import run_ours
 
 RNG = np.random.default_rng(0)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import passes.plugins as plugins
-from converter.api import convert_text
-from converter.cli import main
+from converter.runtime.convert import convert_text
+from converter.tools.cli import main
 from converter.custom_calls import PluginError, register, register_rewrite
-from converter.errors import ConverterError
+from converter.common.errors import ConverterError
 from tests.helpers import assert_close, random_array, run_ours
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -273,7 +273,7 @@ ENTRY main {
 
 
 def test_the_rewrite_form():
-    from passes import rewrite as rw
+    from passes.lib import rewrite as rw
 
     @register_rewrite("negate_kernel")
     def negate(op, attrs):

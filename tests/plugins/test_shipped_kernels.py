@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.cli import main
-from converter.errors import ConverterError
+from converter.tools.cli import main
+from converter.common.errors import ConverterError
 from tests.helpers import assert_close, convert_program, random_array, run_ours
 from tests.plugins import generate_dumps as gen
 
@@ -159,7 +159,7 @@ def test_jaxdecomp_pfft3d_opaque_form(forward):
 
 
 def test_jaxdecomp_distributed_pfft_is_refused_by_name():
-    from converter.api import convert_file
+    from converter.runtime.convert import convert_file
 
     path = str(DUMPS / "pfft3d_pencils.hlo")
     with pytest.raises(ConverterError) as e:

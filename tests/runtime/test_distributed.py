@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError
-from converter.runtime import check_memory_fits, load
+from converter.common.errors import ConverterError
+from converter.runtime.program import check_memory_fits, load
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CPU = ROOT / "tests" / "dumps" / "cpu"
@@ -107,7 +107,7 @@ def test_inputs_file_global_arrays_and_per_process_outputs(tmp_path):
     dump = CPU / "spmd_reduce_scatter.hlo"
     program = load(str(dump))
     rng = np.random.default_rng(0)
-    from converter.sharding import assemble_global
+    from converter.runtime.sharding import assemble_global
 
     whole = {}
     for spec in program.params:
@@ -195,8 +195,8 @@ def test_impossible_process_groups_are_refused(args, code, message):
 
 def test_memory_preflight_refuses_with_the_numbers(monkeypatch):
     program = load(str(CPU / "spmd_mlp_train_step.hlo"))
-    import converter.resources as resources
-    import converter.runtime as runtime
+    import converter.common.resources as resources
+    import converter.runtime.program as runtime
 
     monkeypatch.setattr(resources, "available_bytes", lambda: 1000)
     with pytest.raises(ConverterError, match=r"executing needs about .* in this process \(4 of 4 device\(s\).*"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from converter.cli import main
-from converter.runtime import load
+from converter.tools.cli import main
+from converter.runtime.program import load
 from tests.conftest import SAMPLES
 from tests.helpers import assert_close
 
@@ -198,7 +198,7 @@ def test_global_with_a_real_jax_0_12_cpu_dump(tmp_path):
     optimized module has no shardings; the before-optimizations sibling has them in mesh
     form, `{mesh['x'=2,'y'=2], [{'x'}, {'y'}]}`.  f(a, b) = (tanh(a @ b), a.sum(0)), a
     split (x, y), b split (y, -), results (x, -) and replicated."""
-    from converter.sharding import before_optimizations_sibling
+    from converter.runtime.sharding import before_optimizations_sibling
 
     dump = DATA / "jax012_global" / "module_0006.jit__lambda.cpu_after_optimizations.txt"
     assert before_optimizations_sibling(str(dump)) is not None
@@ -216,7 +216,7 @@ def test_global_with_a_real_jax_0_12_cpu_dump(tmp_path):
 
 
 def test_global_outputs_assembled_by_the_root_sharding():
-    from converter.sharding import assemble_global, split_global
+    from converter.runtime.sharding import assemble_global, split_global
 
     rng = np.random.default_rng(3)
     whole = rng.standard_normal((4, 6)).astype(np.float32)

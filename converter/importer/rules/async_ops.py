@@ -9,7 +9,7 @@ instruction works the same way for any opcode that has an import rule.
 
 from __future__ import annotations
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import RULES, import_rule, rule_factory
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import import_rule
 
 

@@ -8,9 +8,9 @@ import re
 
 from jaxlib.mlir import ir
 
-from converter.collectives import device_id_conflict
+from converter.hlo.collectives import device_id_conflict
 from converter.hlo.ir import split_operand
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
 from converter.importer.rules.async_ops import context_zeros

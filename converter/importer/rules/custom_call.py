@@ -9,7 +9,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.attrs import INSTRUCTION_ATTRS
 from converter.hlo.printer import attr_to_text, sharding_to_text
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
 

@@ -6,9 +6,9 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.ir import FLOAT_TYPES, SIGNED_TYPES
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import import_rule
-from converter.mlir_context import mlir_element_type
+from converter.mlir.context import mlir_element_type
 
 UNARY = {
     "abs": "stablehlo.abs", "ceil": "stablehlo.ceil", "floor": "stablehlo.floor",

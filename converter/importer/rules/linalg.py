@@ -6,9 +6,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import import_rule
-from converter.mlir_context import mlir_element_type
+from converter.mlir.context import mlir_element_type
 
 PRECISIONS = {"default": "DEFAULT", "high": "HIGH", "highest": "HIGHEST",
               "DEFAULT": "DEFAULT", "HIGH": "HIGH", "HIGHEST": "HIGHEST"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import import_rule
 
 

@@ -8,7 +8,7 @@ import math
 from jaxlib.mlir import ir
 
 from converter.hlo.ir import ELEMENT_BITS, Shape
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.registry import import_rule
 
 

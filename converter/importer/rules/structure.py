@@ -8,7 +8,7 @@ from jaxlib.mlir.dialects import func, stablehlo
 
 from converter.hlo.ir import Shape
 from converter.hlo.printer import shape_to_text
-from converter.importer import build as b
+from converter.mlir import builders as b
 from converter.importer.core import ComputationImporter, dense_elements
 from converter.importer.registry import import_rule
 
@@ -28,7 +28,7 @@ def _flatten(literal):
 
 
 def _array_constant(ctx, value, shape: Shape) -> ir.Value:
-    from converter import dtypes
+    from converter.hlo import dtypes
 
     if shape.is_token:
         return b.op1("stablehlo.after_all", stablehlo.TokenType.get(), [])
@@ -48,7 +48,7 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
             # holds them in constant space whatever the size.
             return b.op1("stablehlo.constant", ctx.result_type(shape), [],
                          {"value": dense_elements(np.zeros((), dtype), shape.element_type, shape.dims)})
-        from converter.resources import check_fits
+        from converter.common.resources import check_fits
 
         # Made-up values to run with: XLA materializes them, and so does NumPy for random ones.
         check_fits(shape.byte_size() * (1 if policy == "zeros" else 3),
@@ -152,7 +152,7 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
             with mi.location(comp.root):
                 stablehlo.ReturnOp(results)
     carried = list(op.results)[n:]
-    from converter.taps import array_leaf_mask
+    from converter.importer.taps import array_leaf_mask
 
     for name in taps:
         mask = array_leaf_mask(mi.tap_plan.instructions[name])

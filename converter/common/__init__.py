@@ -1,0 +1,1 @@
+"""Lowest layer: errors, atomic file writes, text tables, memory checks."""

@@ -1,0 +1,46 @@
+"""Files the CLI writes (whole or not at all) and the messages for files it cannot read
+or write: they name the user's path, never an internal temporary file."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Callable, IO
+
+from converter.common.errors import ConverterError
+
+
+def describe_os_error(e: OSError, path: str | None = None) -> str:
+    path = path or e.filename or "?"
+    if isinstance(e, IsADirectoryError) or (e.errno == errno.EISDIR) or os.path.isdir(path):
+        return f"{path}: is a directory, not a file"
+    if isinstance(e, FileNotFoundError):
+        return f"{path}: no such file"
+    if isinstance(e, PermissionError):
+        return f"{path}: permission denied"
+    return f"{path}: {e.strerror or e}"
+
+
+def write_atomic(path: str, data: bytes | str | Callable[[IO[bytes]], None]) -> None:
+    """Write `data` (or what the callable writes into a binary file) to `path`, whole or
+    not at all: into a temporary file beside it, then renamed."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ConverterError(f"error: cannot write {path}: it is a directory")
+    if not os.path.isdir(directory):
+        raise ConverterError(f"error: cannot write {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ConverterError(f"error: cannot write {path}: directory {directory} is not writable")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w" if isinstance(data, str) else "wb") as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ConverterError(f"error: cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

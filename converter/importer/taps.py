@@ -1,0 +1,292 @@
+"""Taps: the values of chosen HLO instructions as extra results of the converted program.
+
+`run --tap NAME` asks for the value an instruction computes — in the entry, inside a
+fused computation, a called computation or a while body — as the converted program
+computes it.  The importer records each tapped instruction's value where it imports it
+and appends it to the entry's results; a tap inside a while body is threaded through the
+loop as extra loop-carried values, so the program returns the value of the **last
+iteration** (the zero-initialized carry when the loop runs no iteration).
+
+Values that exist once per element or per branch — inside a reduce, sort, scatter or map
+region, a conditional branch, a while condition, a custom-call's computation — have no
+single value to return; tapping one is an error naming why.  The same holds for a
+computation reached from two call sites (which of its values would the tap be?).
+
+The extra results are named in the module attribute `hlo.taps` (one string per extra
+result, in order: `NAME`, or `NAME#i` for leaf i of a tuple-shaped instruction) and
+written by `run --outputs` as `tap:NAME` after `out0..outM`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from converter.common.errors import ConverterError
+from converter.hlo.ir import Computation, Instruction, Module
+
+# Computation-valued attributes whose computation is imported in line with the caller
+# (its values are values of the caller's block) and those that are a while body.
+INLINED = {("fusion", "calls"), ("call", "to_apply"), ("async-start", "calls")}
+LOOP_BODY = ("while", "body")
+TAPS_ATTR = "hlo.taps"
+
+
+class TapError(ConverterError):
+    pass
+
+
+@dataclass
+class TapRequest:
+    """What the command line asked for: names, a regular expression over names, or every
+    instruction of the entry computation."""
+
+    names: list[str] = field(default_factory=list)
+    regex: str | None = None
+    all_entry: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.names or self.regex or self.all_entry)
+
+
+@dataclass
+class TapPlan:
+    """The resolved taps: instruction names in result order, and for each while body the
+    taps its loop must carry out (those in the body or anything it inlines or loops)."""
+
+    names: list[str]
+    instructions: dict[str, Instruction]
+    in_loop_body: dict[str, list[str]]
+    keep_fusions: bool = False
+
+    def wanted(self, name: str) -> bool:
+        return name in self.instructions
+
+
+def called_computations(instr: Instruction, hlo: Module) -> list[tuple[str, str]]:
+    """(attribute, computation name) for every computation an instruction calls."""
+    out = []
+    for key, value in instr.attrs.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, str) and v in hlo.by_name:
+                out.append((key, v))
+    return out
+
+
+def _callers(hlo: Module) -> dict[str, list[tuple[Computation, Instruction, str]]]:
+    callers: dict[str, list[tuple[Computation, Instruction, str]]] = {}
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            if instr.opcode in ("async-update", "async-done"):
+                continue  # the same wrapped computation as its async-start: one call site
+            for key, name in called_computations(instr, hlo):
+                callers.setdefault(name, []).append((comp, instr, key))
+    return callers
+
+
+def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> TapPlan:
+    """Check that each requested instruction exists and has one value per execution."""
+    where: dict[str, Computation] = {}
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            where[instr.name] = comp
+    names: list[str] = []
+    explicit = {raw.strip().lstrip("%") for raw in request.names}
+    for raw in request.names:
+        name = raw.strip().lstrip("%")
+        if name not in where:
+            close = [n for n in where if n.startswith(name.split(".")[0])][:5]
+            hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
+            raise TapError(f"{hlo.path}: error: --tap {raw}: no instruction of that name{hint}")
+        names.append(name)
+    if request.regex is not None:
+        try:
+            pattern = re.compile(request.regex)
+        except re.error as e:
+            raise TapError(f"error: --tap-regex {request.regex!r}: {e}") from None
+        matched = [i.name for c in hlo.computations for i in c.instructions
+                   if pattern.search(i.name) and tap_path(hlo, c, keep_fusions)[0]]
+        if not matched:
+            raise TapError(f"{hlo.path}: error: --tap-regex {request.regex!r} matches no instruction "
+                           "that has one value per execution")
+        names.extend(matched)
+    if request.all_entry:
+        names.extend(i.name for i in hlo.entry.instructions)
+    names = list(dict.fromkeys(names))
+
+    instructions: dict[str, Instruction] = {}
+    in_loop_body: dict[str, list[str]] = {}
+    for name in names:
+        comp = where[name]
+        instr = comp.by_name[name]
+        ok, why, bodies = tap_path(hlo, comp, keep_fusions)
+        if not ok:
+            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: {why}")
+        if not any(not leaf.is_token for leaf in instr.shape.leaves()):
+            if name not in explicit:
+                continue
+            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: it has no array value")
+        if bodies and instr.shape.is_dynamic:
+            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: a dynamic shape "
+                           "inside a while loop cannot be carried out of it")
+        instructions[name] = instr
+        for body in bodies:
+            in_loop_body.setdefault(body, []).append(name)
+    return TapPlan([n for n in names if n in instructions], instructions, in_loop_body, keep_fusions)
+
+
+def tap_path(hlo: Module, comp: Computation, keep_fusions: bool) -> tuple[bool, str, list[str]]:
+    """Whether `comp`'s values exist once per execution of the entry: reached from the
+    entry along exactly one chain of inlined calls and while bodies.  Returns (ok, why
+    not, the while bodies on the chain)."""
+    callers = _callers_cached(hlo)
+    bodies: list[str] = []
+    seen: set[str] = set()
+    while not comp.is_entry:
+        if comp.name in seen:
+            return False, f"computation {comp.name} calls itself", []
+        seen.add(comp.name)
+        sites = callers.get(comp.name, [])
+        if not sites:
+            return False, f"computation {comp.name} is never called from the entry", []
+        if len(sites) > 1:
+            where = ", ".join(f"%{i.name}" for _, i, _ in sites[:4])
+            return False, (f"computation {comp.name} runs at {len(sites)} call sites ({where}); "
+                           "tap the caller's result instead"), []
+        caller_comp, caller, key = sites[0]
+        if (caller.opcode, key) == LOOP_BODY:
+            bodies.append(comp.name)
+        elif (caller.opcode, key) in INLINED:
+            if caller.opcode == "fusion" and keep_fusions:
+                return False, "with --keep-fusions a fused computation is a separate function", []
+        else:
+            return False, (f"it is inside computation {comp.name}, the {key} of %{caller.name} "
+                           f"({caller.opcode}), which has no single value per execution"), []
+        comp = caller_comp
+    return True, "", bodies
+
+
+_CALLERS_CACHE: dict[int, tuple[Module, dict]] = {}
+
+
+def _callers_cached(hlo: Module) -> dict[str, list[tuple[Computation, Instruction, str]]]:
+    cached = _CALLERS_CACHE.get(id(hlo))
+    if cached is None or cached[0] is not hlo:
+        cached = (hlo, _callers(hlo))
+        _CALLERS_CACHE.clear()
+        _CALLERS_CACHE[id(hlo)] = cached
+    return cached[1]
+
+
+def leaf_labels(instr: Instruction) -> list[str]:
+    """The result label of each array leaf of a tapped instruction (tokens dropped)."""
+    leaves = instr.shape.leaves()
+    if not instr.shape.is_tuple:
+        return [instr.name]
+    return [f"{instr.name}#{i}" for i, leaf in enumerate(leaves) if not leaf.is_token]
+
+
+def array_leaf_mask(instr: Instruction) -> list[bool]:
+    return [not leaf.is_token for leaf in instr.shape.leaves()]
+
+
+def tap_labels(module) -> list[str]:
+    """The labels of a converted module's tap results (last results of @main)."""
+    from jaxlib.mlir import ir
+
+    attrs = module.operation.attributes
+    if TAPS_ATTR not in attrs:
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[TAPS_ATTR])]
+
+
+def output_keys(num_results: int, labels: list[str]) -> list[str]:
+    """`out0..outM` for the program's own results, then `tap:LABEL` for each tap."""
+    base = num_results - len(labels)
+    return [f"out{i}" for i in range(base)] + [f"tap:{label}" for label in labels]
+
+
+def add_tap_args(p) -> None:
+    p.add_argument("--tap", action="append", default=[], metavar="NAME[,NAME...]",
+                   help="also return the value of these HLO instructions (fused ones included; inside a while "
+                        "loop the last iteration's value), written as tap:NAME (repeatable)")
+    p.add_argument("--tap-regex", metavar="REGEX", help="tap every instruction whose name matches REGEX")
+    p.add_argument("--tap-all", action="store_true", help="tap every instruction of the entry computation")
+
+
+def request_from_args(args) -> TapRequest | None:
+    names = [n for group in getattr(args, "tap", None) or [] for n in group.split(",") if n.strip()]
+    request = TapRequest(names, getattr(args, "tap_regex", None), bool(getattr(args, "tap_all", False)))
+    return request or None
+
+
+def truncated_module(hlo: Module, name: str) -> str:
+    """HLO text of `hlo` cut at instruction `name`, which becomes the entry's ROOT: the
+    module whose result is the tapped value, for XLA itself to run (the taps' oracle, and
+    a by-hand bisection step).  `name` is in the entry or in a computation that entry
+    fusions and calls inline.  Every fusion and call on the way is inlined (their
+    parameters replaced by the caller's operands), so that the result is plain unfused
+    HLO, which XLA's CPU compiler takes whatever backend the dump came from."""
+    import copy
+    import dataclasses
+
+    m = copy.deepcopy(hlo)
+    entry = m.entry
+    rename: dict[str, str] = {}
+    kept: list[Instruction] = []
+
+    def emit(instructions: list[Instruction], params: dict[str, str]) -> bool:
+        """Append instructions (inlining fusions and calls); True once `name` is placed."""
+        for instr in instructions:
+            if instr.opcode == "parameter" and instr.name in params:
+                rename[instr.name] = params[instr.name]
+                if instr.name == name:
+                    return True
+                continue
+            called = [c for key, c in called_computations(instr, m) if (instr.opcode, key) in INLINED]
+            operands = [rename.get(o, o) for o in instr.operands]
+            if called and instr.opcode != "async-start":
+                inner = m.by_name[called[0]]
+                if emit(inner.instructions, {p.name: operands[p.parameter_number] for p in inner.parameters}):
+                    return True
+                rename[instr.name] = rename.get(inner.root.name, inner.root.name)
+                if instr.name == name:
+                    return True
+                continue
+            instr = copy.copy(instr)
+            instr.operands = operands
+            if params:
+                instr.operand_shapes = None
+            kept.append(instr)
+            if instr.name == name:
+                return True
+        return False
+
+    if not emit(entry.instructions, {}):
+        raise TapError(f"error: {name} is neither in the entry nor in a computation its fusions and calls inline")
+    target = rename.get(name, name)
+    root = next(i for i in kept if i.name == target)
+    # Entry parameters stay (the signature the inputs follow) even when the cut drops
+    # their uses.
+    kept_names = {i.name for i in kept}
+    kept = [p for p in entry.parameters if p.name not in kept_names] + [i for i in kept if i is not root] + [root]
+    for instr in kept:
+        instr.is_root = instr is root
+    new_entry = dataclasses.replace(entry, instructions=kept, signature=None, root=root,
+                                    by_name={i.name: i for i in kept})
+    # Only the computations the cut entry still calls: the inlined ones would repeat the
+    # names now in the entry.
+    reachable, todo = set(), [new_entry]
+    while todo:
+        for instr in todo.pop().instructions:
+            for _, callee in called_computations(instr, m):
+                if callee not in reachable:
+                    reachable.add(callee)
+                    todo.append(m.by_name[callee])
+    m.computations = [c for c in m.computations if c.name in reachable] + [new_entry]
+    m.by_name = {c.name: c for c in m.computations}
+    m.entry = new_entry
+    m.attrs.pop("entry_computation_layout", None)
+    m.attrs.pop("input_output_alias", None)
+    return m.to_text()

@@ -1,0 +1,1 @@
+"""MLIR layer: the context with the dialects, op builders, module attributes, serialization."""

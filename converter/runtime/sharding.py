@@ -1,0 +1,134 @@
+"""Whole (global) arrays ↔ per-device arrays by an HloSharding (`run --global`)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from converter.common.errors import ConverterError
+from converter.hlo import attrs as A
+from converter.hlo.parser import parse_sharding
+
+
+def _parse(text: str | None) -> A.Sharding | None:
+    return parse_sharding(text) if text else None
+
+
+def _tile_grid(sh: A.Sharding) -> np.ndarray:
+    return np.array(sh.devices, dtype=np.int64).reshape(sh.tile_dims)
+
+
+def split_global(array: np.ndarray, local_shape: tuple[int, ...], sharding_text: str | None, n: int,
+                 what: str = "input", devices: list[int] | None = None) -> np.ndarray:
+    """Device d's piece of a global array at index d of the result ([n, *local_shape]);
+    uneven shards are zero-padded as XLA pads them.  With `devices`, only those devices'
+    pieces, in that order (a process's share of a run over several processes)."""
+    sh = _parse(sharding_text)
+    devices = list(range(n)) if devices is None else devices
+    row = {d: k for k, d in enumerate(devices)}
+    array = np.asarray(array)
+    if sh is None and tuple(array.shape) != tuple(local_shape):
+        raise ConverterError(
+            f"{what}: the dump gives no sharding for this parameter, so a global array of shape {array.shape} "
+            f"cannot be split into the per-device shape {local_shape} (newer XLA's optimized dumps drop "
+            "the entry's shardings: give the before-optimizations dump with --shardings-from, or per-device inputs)")
+    if sh is None or sh.kind in ("replicated", "maximal"):
+        if tuple(array.shape) != tuple(local_shape):
+            raise ConverterError(f"{what}: a replicated value must have shape {local_shape}, got {array.shape}")
+        return np.broadcast_to(np.asarray(array), (len(devices), *local_shape)).copy()
+    if sh.kind != "tiled":
+        raise ConverterError(f"{what}: a {sh.kind} sharding cannot split a global array; give per-device inputs")
+    rank = len(local_shape)
+    tiles = sh.data_tile_dims
+    if len(tiles) != rank or array.ndim != rank:
+        raise ConverterError(f"{what}: sharding {sharding_text} does not fit a rank-{array.ndim} array")
+    for g, t, l in zip(array.shape, tiles, local_shape):
+        if -(-g // t) != l:
+            raise ConverterError(f"{what}: global shape {array.shape} split {list(tiles)} ways does not give "
+                                 f"the per-device shape {local_shape}")
+    out = np.zeros((len(devices), *local_shape), dtype=array.dtype)
+    grid = _tile_grid(sh)
+    for index in np.ndindex(*grid.shape):
+        d = int(grid[index])
+        if d >= n:
+            raise ConverterError(f"{what}: sharding names device {d}, the module has {n}")
+        if d not in row:
+            continue
+        block = array[tuple(slice(c * l, (c + 1) * l) for c, l in zip(index[:rank], local_shape))]
+        out[(row[d], *tuple(slice(0, s) for s in block.shape))] = block
+    return out
+
+
+def assemble_global(per_device: np.ndarray, sharding_text: str | None) -> np.ndarray | None:
+    """The global array from device pieces ([n, *local]); padding of uneven shards is
+    kept (the dump does not say the unpadded size).  None when the dump gives no
+    sharding for the output (optimized dumps often drop the root's): only the per-device
+    values are known then."""
+    sh = _parse(sharding_text)
+    if sh is None or sh.kind in ("manual", "unknown"):
+        return None
+    if sh.kind == "replicated":
+        return per_device[0]
+    if sh.kind == "maximal":
+        return per_device[sh.device]
+    if sh.kind != "tiled":
+        return per_device[0]
+    local = per_device.shape[1:]
+    tiles = sh.data_tile_dims
+    out = np.zeros(tuple(l * t for l, t in zip(local, tiles)), dtype=per_device.dtype)
+    grid = _tile_grid(sh)
+    done = set()
+    for index in np.ndindex(*grid.shape):
+        coords = index[: len(local)]
+        if coords in done:
+            continue
+        done.add(coords)
+        out[tuple(slice(c * l, (c + 1) * l) for c, l in zip(coords, local))] = per_device[int(grid[index])]
+    return out
+
+
+def before_optimizations_sibling(path: str) -> str | None:
+    """The module's before-optimizations dump that `--xla_dump_to` writes beside the
+    optimized one (`module_N.NAME.<backend>_after_optimizations.txt` →
+    `module_N.NAME.before_optimizations.txt`), if it is there."""
+    m = re.fullmatch(r"(.*)\.[A-Za-z0-9_]*after_optimizations\.txt", path)
+    if m is None:
+        return None
+    sibling = m.group(1) + ".before_optimizations.txt"
+    return sibling if os.path.exists(sibling) else None
+
+
+def entry_shardings(path: str) -> tuple[list[str | None], list[str | None]]:
+    """The shardings of an HLO dump's entry parameters and results, one per leaf (as the
+    converted module's arguments and results are), as HloSharding text; None where the
+    dump gives none.  jax 0.12's optimized CPU dumps keep them only in the
+    before-optimizations module (in mesh form)."""
+    from converter.hlo.parser import parse_hlo_file
+    from converter.hlo.printer import sharding_to_text
+    from converter.importer.core import _leaf_shardings
+
+    entry = parse_hlo_file(path).entry
+
+    def texts(instr) -> list[str | None]:
+        leaves = _leaf_shardings(instr.attrs.get("sharding"), instr.shape.leaf_count())
+        return [sharding_to_text(sh) if sh is not None else None for sh in leaves]
+
+    params = [t for p in entry.parameters for t in texts(p)]
+    return params, texts(entry.root)
+
+
+def shardings_with_fallback(program, source: str | None) -> tuple[list[str | None], list[str | None]]:
+    """The shardings of the program's parameters and results, those it lacks taken from
+    `source` (the same module before optimizations), whose entry must match it."""
+    params = [spec.sharding for spec in program.params]
+    results = [spec.sharding for spec in program.results]
+    if source is None or all(s is not None for s in params + results):
+        return params, results
+    found_params, found_results = entry_shardings(source)
+    if len(found_params) != len(params) or len(found_results) != len(results):
+        raise ConverterError(f"{source}: its entry has {len(found_params)} parameter(s) and {len(found_results)} "
+                             f"result(s), the dump {len(params)} and {len(results)}: is it the same module?")
+    return ([s if s is not None else f for s, f in zip(params, found_params)],
+            [s if s is not None else f for s, f in zip(results, found_results)])

@@ -1,0 +1,1 @@
+"""Tools layer: the command line and its commands."""

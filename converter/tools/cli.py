@@ -1,0 +1,352 @@
+"""The `hlo-roundtrip` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Callable
+
+# jaxlib's C++ logging (device lists at INFO) is noise on a command line; it reads this
+# when jaxlib loads, which happens only after this module is imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
+
+from converter.tools.options import (  # noqa: E402  (argparse only; no jaxlib import)
+    add_distributed_args,
+    add_pipeline_args,
+    add_plugin_args,
+    add_unknown_attributes_arg,
+    import_options_from_args,
+    load_plugins,
+    pass_options_from_args,
+)
+from converter.importer.taps import add_tap_args  # noqa: E402
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("hlo-roundtrip")
+    except metadata.PackageNotFoundError:  # run from a checkout without installing
+        return "0.1.0 (not installed)"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hlo-roundtrip",
+        description="Turn XLA HLO text dumps (TPU, GPU, CPU; optimized, fused, laid out) into portable "
+                    "StableHLO that recompiles and runs on CPU.")
+    parser.add_argument("--debug", action="store_true",
+                        help="show Python tracebacks on errors (accepted anywhere on the command line)")
+    parser.add_argument("--version", action="version", version=f"hlo-roundtrip {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("convert", help="HLO text → StableHLO (.mlir, bytecode or portable artifact)")
+    p.add_argument("dump", help="HLO text dump")
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("--emit", choices=["mlir", "bytecode", "portable"], default="mlir")
+    p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: what consumers of the last 12 weeks read)")
+    p.add_argument("--no-debug-info", action="store_true", help="print without locations")
+    add_pipeline_args(p)
+
+    p = sub.add_parser("run", help="convert (if HLO), compile with jaxlib for CPU, execute, report")
+    p.add_argument("input", help="HLO text dump, XLA's HloModuleProto / HloProto / HloSnapshot (.pb), "
+                                 "or .mlir / .mlirbc / portable artifact")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--outputs", metavar="OUT.npz", help="write outputs keyed out0..outM")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--compile-only", action="store_true", help="compile, report memory, do not execute")
+    p.add_argument("--engine", choices=["jaxlib", "iree"], default="jaxlib",
+                   help="compile and run with jaxlib's XLA CPU client (default) or IREE's llvm-cpu target "
+                        "(the `iree` extra; single-device modules)")
+    p.add_argument("--global", dest="global_arrays", action="store_true",
+                   help="inputs are whole arrays: split them per device by each parameter's sharding, "
+                        "and assemble outputs by the root's sharding")
+    p.add_argument("--shardings-from", metavar="BEFORE_OPT.txt",
+                   help="with --global: the shardings the dump lacks, from the same module before optimizations "
+                        "(default: its *.before_optimizations.txt sibling, when there)")
+    p.add_argument("--skip-memory-check", action="store_true",
+                   help="execute even when the compiled module's memory estimate exceeds the memory available")
+    add_distributed_args(p)
+    add_tap_args(p)
+    from converter.runtime.inputs import add_input_args
+
+    add_input_args(p)
+    add_pipeline_args(p)
+
+    p = sub.add_parser("inspect", help="summarize a dump: devices, parameters, opcodes, custom-calls, collectives")
+    p.add_argument("dump")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    add_plugin_args(p)
+    add_unknown_attributes_arg(p)
+
+    p = sub.add_parser("passes", help="list the passes with a line each, and the custom-call plug-ins")
+    add_plugin_args(p)
+
+    from converter.tools.compare import add_compare_parser
+
+    add_compare_parser(sub)
+    add_pipeline_args(sub.choices["compare"])
+
+    p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
+    p.add_argument("input")
+    p.add_argument("-o", "--output")
+    add_unknown_attributes_arg(p)
+
+    p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
+    p.add_argument("dump")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--against-xla", action="store_true",
+                   help="also run the original dump through XLA itself (when XLA can compile it) and compare")
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: fitted to each dtype)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default: fitted to each dtype)")
+    p.add_argument("--outputs", metavar="OUT.npz", help="write the outputs of the first conversion, keyed out0..outM")
+    add_pipeline_args(p)
+
+    p = sub.add_parser("memory", help="read an XLA buffer-assignment dump: totals, the peak and what is live there",
+                       description="Summarize XLA's buffer assignment (`*buffer-assignment*.txt`; newer XLA's "
+                                   "split -values and -live-range files beside it are read too): bytes by kind "
+                                   "and memory color, the peak of the schedule and its largest live buffers.")
+    p.add_argument("buffer_assignment", metavar="BUFFER_ASSIGNMENT.txt")
+    p.add_argument("--dump", metavar="DUMP.hlo",
+                   help="the HLO dump it belongs to: converted, compiled for CPU by jaxlib, and its memory "
+                        "analysis printed beside the original's figures")
+    p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="draw live bytes over the schedule, the peak marked")
+    p.add_argument("--top", type=int, default=10, help="how many of the largest live buffers to list (default 10)")
+    add_pipeline_args(p)
+    return parser
+
+
+from converter.common.files import describe_os_error, write_atomic  # noqa: E402,F401  (the CLI's writers use it)
+
+
+def cmd_convert(args) -> int:
+    from converter.runtime.convert import convert_file
+    from converter.mlir.serialize import module_to_bytes
+
+    module = convert_file(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                          pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes,
+                          dump_dir=args.dump_dir,
+                          print_ir_after_all=sys.stderr if args.print_ir_after_all else None)
+    _warn_elided(module)
+    data = module_to_bytes(module, args.emit, debug_info=not args.no_debug_info, target_version=args.target_version)
+    if args.output:
+        write_atomic(args.output, data)
+    elif isinstance(data, bytes):
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(data)
+    return EXIT_OK
+
+
+def _warn_elided(module) -> None:
+    from converter.mlir.module_attributes import elided_constants
+
+    names = elided_constants(module)
+    if names:
+        print(f"warning: the dump elides the values of {len(names)} constant(s) ({', '.join(names[:5])}"
+              f"{', …' if len(names) > 5 else ''}); they were imported as zeros and `run` refuses to execute "
+              "the module unless given --elided-constants=zeros|random", file=sys.stderr)
+
+
+def cmd_inspect(args) -> int:
+    from converter.hlo.parser import parse_hlo
+    from converter.hlo.proto import read_hlo_text
+    from converter.tools.inspect import format_summary, summarize
+
+    summary = summarize(parse_hlo(read_hlo_text(args.dump), args.dump,
+                                  allow_unknown_attributes=args.allow_unknown_attributes))
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(format_summary(summary))
+    return EXIT_OK
+
+
+def cmd_passes(args) -> int:
+    import passes
+
+    default = set(passes.DEFAULT_PIPELINE)
+    width = max(len(n) for n in passes.PASSES)
+    for name, p in sorted(passes.PASSES.items()):
+        mark = "*" if name in default else " "
+        print(f"{mark} {name.ljust(width)}  {p.doc}")
+    print(f"\n* in the default pipeline: {','.join(n for n in passes.DEFAULT_PIPELINE if n in passes.PASSES)}")
+    from passes.plugins import PLUGINS, coverage, discover
+
+    discover()
+    print("\ncustom-call plug-ins:" if PLUGINS else "\ncustom-call plug-ins: none")
+    for target in sorted(PLUGINS):
+        print(f"  {target}: {coverage(target)}")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from converter.tools.run import run_command
+
+    return run_command(args)
+
+
+def cmd_export(args) -> int:
+    """HLO text of a StableHLO file (.mlir, bytecode, portable artifact), or of a dump
+    after conversion (the round trip's second half)."""
+    from converter.runtime.convert import convert_file
+    from converter.tools.export import export_hlo_text
+
+    # A StableHLO file is exported as it is; a dump is converted first.
+    text = export_hlo_text(convert_file(args.input, mlir_pipeline="none",
+                                        allow_unknown_attributes=args.allow_unknown_attributes))
+    if args.output:
+        write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_check(args) -> int:
+    from converter.tools.check import check_dump, format_report
+
+    report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, args.pipeline,
+                        import_options_from_args(args), pass_options_from_args(args), args.rtol, args.atol,
+                        allow_unknown_attributes=args.allow_unknown_attributes)
+    print(format_report(report))
+    if args.outputs:
+        from converter.runtime.program import write_outputs
+
+        write_outputs(args.outputs, report.outputs)
+        print(f"wrote {args.outputs}")
+    return EXIT_OK if report.ok else EXIT_INPUT
+
+
+def cmd_compare(args) -> int:
+    from converter.tools.compare import cmd_compare as run_compare
+
+    return run_compare(args)
+
+
+def cmd_memory(args) -> int:
+    from converter.tools.memory import load_buffer_assignment, summarize
+    from converter.tools.memory.report import format_comparison, format_summary
+
+    if args.plot:
+        from converter.tools.memory.plot import check_plot_path
+
+        check_plot_path(args.plot)
+    dump = load_buffer_assignment(args.buffer_assignment)
+    program = None
+    shapes = None
+    if args.dump:
+        from converter.runtime import program as runtime
+
+        program = runtime.load(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                               pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
+        if program.hlo is not None:
+            shapes = {i.name: i.shape for c in program.hlo.computations for i in c.instructions}
+            named = dump.live_range.sequence if dump.live_range else [k[0] for k in dump.assigned()]
+            strangers = [n for n in named if n not in shapes]
+            if strangers:
+                print(f"warning: {args.dump} has no instruction named {', '.join(strangers[:3])}"
+                      f"{' ...' if len(strangers) > 3 else ''} ({len(strangers)} of {len(named)} in the buffer "
+                      "assignment): is it the dump of the same module?", file=sys.stderr)
+    summary = summarize(dump, shapes)
+    print(format_summary(summary, args.top))
+    if args.plot:
+        from converter.tools.memory.plot import plot_live_bytes
+
+        plot_live_bytes(summary, args.plot)
+        print(f"\nplot written to {args.plot}")
+    if program is not None:
+        print()
+        print(format_comparison(summary, program.compile_only(), program.num_devices))
+    return EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "convert": cmd_convert,
+    "run": cmd_run,
+    "inspect": cmd_inspect,
+    "passes": cmd_passes,
+    "export": cmd_export,
+    "check": cmd_check,
+    "memory": cmd_memory,
+    "compare": cmd_compare,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug after the command (`run x.hlo --debug`) means the same as before it.
+    debug = "--debug" in argv
+    args = parser.parse_args([a for a in argv if a != "--debug"])
+    args.debug = debug
+    args.argv = argv
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    import warnings
+
+    from converter.common.errors import ConverterError, ConverterWarning, UsageError
+
+    show = warnings.showwarning
+
+    def show_warning(message, category, *rest, **kw):  # ours are complete messages
+        if issubclass(category, ConverterWarning):
+            print(str(message), file=sys.stderr)
+        else:
+            show(message, category, *rest, **kw)
+
+    warnings.showwarning = show_warning
+    warnings.simplefilter("always", ConverterWarning)
+
+    for item in getattr(args, "custom_call", []):
+        if not re.fullmatch(r"[^=\s]+=[\w.]+:[\w.]+", item):
+            parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
+    try:
+        if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
+            load_plugins(args)
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        if args.debug:
+            raise
+        print(f"hlo-roundtrip {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConverterError as e:
+        if args.debug:
+            raise
+        print(str(e), file=sys.stderr)
+        return EXIT_INPUT
+    except BrokenPipeError:
+        # The reader went away (`inspect ... | head -1`): stop quietly, and keep Python
+        # from reporting the failed flush of stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("hlo-roundtrip: output closed early (broken pipe)", file=sys.stderr)
+        return EXIT_INPUT
+    except OSError as e:
+        if args.debug:
+            raise
+        print(f"error: {describe_os_error(e)}", file=sys.stderr)
+        return EXIT_INPUT
+    except MemoryError:
+        if args.debug:
+            raise
+        print("error: out of memory (the input asks for more than this machine has)", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line, the traceback under --debug
+        if args.debug:
+            raise
+        print(f"error: internal error ({type(e).__name__}: {e}); rerun with --debug for the traceback and "
+              "please report it", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

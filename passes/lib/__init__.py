@@ -1,0 +1,1 @@
+"""What passes share: the registry and pass manager, the rewriting library, attention and collective folds."""

@@ -1,0 +1,139 @@
+"""Runs a pipeline of registered passes: verifies after each one (naming the pass that
+broke the module), times each, and can write or print the module after each."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, TextIO
+
+from jaxlib.mlir import ir
+
+from converter.common.files import write_atomic
+from passes.lib.errors import PassError, UnknownPassError
+from passes.lib.registry import PASSES, PassOptions, target_matches
+from passes.lib.rewrite import call_target, custom_calls
+
+# The default pipeline: a faithful import becomes a portable module (DESIGN §1).  The
+# backend rewrites come first, then the cleanups that remove what they left unused.
+DEFAULT_PIPELINE: tuple[str, ...] = (
+    "strip-annotations",
+    # First: a plug-in registered with override=True replaces a built-in rewrite.
+    "custom-call-plugins",
+    "tpu-async-collectives",
+    "tpu-custom-calls",
+    "pallas-tpu",
+    "topk",
+    "xla-builder-math",
+    "dynamic-shape-calls",
+    "threefry",
+    "cublas-gemm",
+    "cudnn-conv",
+    "cusolver",
+    "te-fused-attention",
+    "cudnn-fmha",
+    "drop-unused-results",
+    "custom-call-policy",
+    "matmul-convolutions",
+    "cse",
+    "canonicalize",
+    "collective-cleanup",
+    "drop-default-attributes",
+)
+
+
+@dataclass
+class PipelineReport:
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(t for _, t in self.timings)
+
+
+def parse_pipeline(spec: str | None) -> list[str]:
+    """'default', 'none' or a comma-separated list of pass names (which may include
+    'default' to splice the default pipeline in)."""
+    if spec is None or spec.strip() in ("", "default"):
+        return [p for p in DEFAULT_PIPELINE if p in PASSES]
+    if spec.strip() == "none":
+        return []
+    names: list[str] = []
+    for raw in spec.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name == "default":
+            names.extend(p for p in DEFAULT_PIPELINE if p in PASSES)
+        elif name not in PASSES:
+            known = ", ".join(sorted(PASSES))
+            raise UnknownPassError(f"unknown pass '{name}' in --pipeline; known passes: {known}")
+        else:
+            names.append(name)
+    return names
+
+
+def verify(module: ir.Module, after: str) -> None:
+    try:
+        module.operation.verify()
+    except ir.MLIRError as e:
+        raise PassError(f"pass '{after}' produced an invalid module:\n{e}") from None
+
+
+def run_pipeline(
+    module: ir.Module,
+    pipeline: str | list[str] | None = "default",
+    options: PassOptions | None = None,
+    *,
+    dump_dir: str | None = None,
+    print_ir_after_all: TextIO | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> PipelineReport:
+    names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
+    for name in names:
+        if name not in PASSES:
+            raise UnknownPassError(f"unknown pass '{name}'; known passes: {', '.join(sorted(PASSES))}")
+    options = options or PassOptions()
+    report = PipelineReport()
+    if dump_dir:
+        os.makedirs(dump_dir, exist_ok=True)
+        _write(module, os.path.join(dump_dir, "00-import.mlir"))
+    # The custom-call targets in the module, known since the last pass that ran.  A pass
+    # that rewrites only targets the module does not hold is skipped: walking and
+    # verifying a large module costs as much as most rewrites.
+    present: set[str] | None = None
+    if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
+        print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
+    with module.context, ir.Location.unknown():
+        for i, name in enumerate(names, start=1):
+            if progress:
+                progress(name)
+            start = time.perf_counter()
+            targets = PASSES[name].targets
+            if targets:
+                if present is None:
+                    present = {call_target(op) for op in custom_calls(module)}
+                if not any(target_matches(t, c) for t in targets for c in present):
+                    report.timings.append((name, time.perf_counter() - start))
+                    if dump_dir:
+                        _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
+                    continue
+            present = None
+            try:
+                PASSES[name].run(module, options)
+            except PassError:
+                raise
+            except ir.MLIRError as e:
+                raise PassError(f"pass '{name}' failed: {e}") from None
+            verify(module, name)
+            report.timings.append((name, time.perf_counter() - start))
+            if dump_dir:
+                _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
+            if print_ir_after_all is not None:
+                print_ir_after_all.write(f"// -----// IR after {name} //----- //\n{module}\n")
+    return report
+
+
+def _write(module: ir.Module, path: str) -> None:
+    write_atomic(path, module.operation.get_asm(enable_debug_info=True, large_elements_limit=None))
