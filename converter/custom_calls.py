@@ -1,4 +1,4 @@
-"""Give a backend custom-call a CPU meaning (the public face of passes.plugins):
+"""Give a backend custom-call a CPU meaning (the public face of passes.lib.plugins):
 
     from converter.custom_calls import register
 
@@ -12,7 +12,7 @@ over the MLIR module, `CallAttributes` for what `attrs` holds.  On the command l
 declare theirs in the entry-point group `hlo_roundtrip.custom_calls`.
 """
 
-from passes.plugins import (  # noqa: F401
+from passes.lib.plugins import (  # noqa: F401
     ENTRY_POINT_GROUP,
     CallAttributes,
     PluginError,

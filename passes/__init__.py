@@ -1,30 +1,36 @@
-"""Passes over the imported StableHLO module: a registry of named passes, a pass manager,
-shared rewriting helpers, and one module per pass."""
+"""Passes over the imported StableHLO module, one module per pass at this level (the file
+named after the pass); what they share (the registry, the pass manager, the rewriting
+library, attention, collective folds, plug-ins) lives in passes.lib, the Pallas TPU kernel
+translation in passes.mosaic and the shipped plug-in kernels in passes.kernels."""
 
 from passes import (  # noqa: F401  (each module registers its passes)
     bounds_to_static,
+    canonicalize,
     collective_cleanup,
     cublas_gemm,
     cudnn_conv,
     cudnn_fmha,
+    cse,
     cusolver,
+    custom_call_plugins,
     custom_call_policy,
     drop_default_attributes,
     drop_unused_results,
     dynamic_shape_calls,
+    inline,
+    legalize_chlo,
     matmul_convolutions,
     ordered_reductions,
     pallas_tpu,
     partitions_to_replicas,
-    plugins,
     strip_annotations,
     sub_byte_collectives,
+    symbol_dce,
     te_fused_attention,
     threefry,
     topk,
     tpu_async_collectives,
     tpu_custom_calls,
-    upstream,
     xla_builder_math,
 )
 from jaxlib.mlir import ir

@@ -28,6 +28,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from passes.lib import rewrite as rw
+from passes.lib.lapack import lapack_letter, pivots_to_permutation
 from passes.lib.registry import PassOptions, register_pass
 
 POTRF_TARGETS = ("cusolver_potrf_ffi", "hipsolver_potrf_ffi")
@@ -40,7 +41,6 @@ LAPACK_EQUIVALENT = {
 }
 LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for prefix in (
     ("cublas", "hipblas") if "batched" in suffix else ("cusolver", "hipsolver")))
-LAPACK_TYPE_LETTER = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
 
 
 @register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky and LU pivots → loops in plain ops, "
@@ -53,15 +53,6 @@ def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
         lower_lu_pivots_to_permutation(op)
     for op in rw.custom_calls(module, LAPACK_TARGETS):
         retarget_to_lapack(op)
-
-
-def lapack_letter(op: ir.Operation, x: ir.Value) -> str:
-    """LAPACK's letter for the element type of `x` (s, d, c, z)."""
-    element = rw.build.element_type_of(x)
-    letter = LAPACK_TYPE_LETTER.get(str(element))
-    if letter is None:
-        raise rw.op_error(op, f"LAPACK has no routine for {element}")
-    return letter
 
 
 def retarget_to_lapack(op: ir.Operation) -> None:
@@ -102,39 +93,6 @@ def lower_lu_pivots_to_permutation(op: ir.Operation) -> None:
     with rw.at(op):
         perm = pivots_to_permutation(pivots, out_t.shape[-1], out_t.element_type)
     rw.replace(op, [perm])
-
-
-def pivots_to_permutation(pivots: ir.Value, size: int, element: ir.Type) -> ir.Value:
-    """perm = iota; for i < k: swap perm[i], perm[pivots[i]] (pivots 0-based; out-of-range
-    pivots skipped, as jaxlib's kernel does), per batch element."""
-    b = rw.build
-    *batch, k = b.shape_of(pivots)
-    s32 = ir.IntegerType.get_signless(32)
-    nb = len(batch)
-    zero = b.scalar_constant(0, s32)
-    pivots = b.convert(pivots, s32)
-    start = b.iota(s32, batch + [size], nb)
-    positions = b.iota(s32, batch + [size], nb)
-
-    def cond(i, perm):
-        return b.compare(i, b.scalar_constant(k, s32), "LT", "SIGNED")
-
-    def body(i, perm):
-        j = b.reshape(b.dynamic_slice(pivots, [zero] * nb + [i], batch + [1]), batch)
-        valid = b.binary("and", b.compare(j, b.scalar_constant(0, s32, batch), "GE", "SIGNED"),
-                         b.compare(j, b.scalar_constant(size, s32, batch), "LT", "SIGNED"))
-        j = b.select(valid, j, b.broadcast_in_dim(i, batch, []))
-        at_i = b.compare(positions, b.broadcast_in_dim(i, batch + [size], []), "EQ", "SIGNED")
-        at_j = b.compare(positions, b.broadcast_in_dim(j, batch + [size], list(range(nb))), "EQ", "SIGNED")
-        value_i = b.reduce(b.select(at_i, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
-        value_j = b.reduce(b.select(at_j, perm, b.scalar_constant(0, s32, batch + [size])), [nb], "add", 0)
-        spread = list(range(nb))
-        perm = b.select(at_i, b.broadcast_in_dim(value_j, batch + [size], spread), perm)
-        perm = b.select(at_j, b.broadcast_in_dim(value_i, batch + [size], spread), perm)
-        return [b.binary("add", i, b.scalar_constant(1, s32)), perm]
-
-    _, perm = b.while_loop([zero, start], cond, body)
-    return b.convert(perm, element)
 
 
 def lower_potrf(op: ir.Operation) -> None:

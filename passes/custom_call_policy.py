@@ -30,7 +30,7 @@ def cpu_runtime_targets() -> frozenset[str]:
 
 
 def known_targets() -> list[str]:
-    from passes.plugins import PLUGINS
+    from passes.lib.plugins import PLUGINS
 
     return sorted({t for p in PASSES.values() for t in p.targets} | {t for t, p in PLUGINS.items() if p.refusal is None})
 
@@ -55,4 +55,4 @@ def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
     if unknown:
         raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
                         + "\nkeep a target as it is with --allow-custom-call TARGET, or give it a CPU meaning with "
-                "--custom-calls FILE.py (a plug-in, see passes/plugins.py)")
+                "--custom-calls FILE.py (a plug-in, see passes/lib/plugins.py)")

@@ -21,7 +21,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from passes.lib import rewrite as rw
 from passes.lib.registry import PassOptions, register_pass
-from passes.upstream import symbol_dce
+from passes.symbol_dce import symbol_dce
 
 TARGETS = ("TopK", "__gpu$TopK")
 

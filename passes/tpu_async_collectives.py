@@ -24,7 +24,7 @@ from jaxlib.mlir import ir
 
 from passes.lib import rewrite as rw
 from passes.lib.registry import PassOptions, register_pass
-from passes.upstream import inline
+from passes.inline import inline
 
 START, DONE = "AsyncCollectiveStart", "AsyncCollectiveDone"
 COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",

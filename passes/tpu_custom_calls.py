@@ -55,7 +55,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite as rw
-from passes.cusolver import lapack_letter, pivots_to_permutation
+from passes.lib.lapack import lapack_letter, pivots_to_permutation
 from passes.lib.registry import PassOptions, register_pass
 
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")

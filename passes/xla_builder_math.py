@@ -21,7 +21,7 @@ from converter.hlo import dtypes
 from converter.mlir.context import hlo_element_type
 from passes.lib import rewrite as rw
 from passes.lib.registry import PassOptions, register_pass
-from passes.upstream import symbol_dce
+from passes.symbol_dce import symbol_dce
 
 PREFIX = "xla_builder.math."
 # math.h function → (CHLO op, operand count).  Polygamma(n, x), Zeta(x, q) and

@@ -85,8 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_plugin_args(p)
     add_unknown_attributes_arg(p)
 
-    p = sub.add_parser("passes", help="list the passes with a line each, and the custom-call plug-ins")
+    p = sub.add_parser("passes", help="list the passes with a line each and their files, and the custom-call plug-ins")
     add_plugin_args(p)
+
+    sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
 
     from converter.tools.compare import add_compare_parser
 
@@ -169,6 +171,13 @@ def cmd_inspect(args) -> int:
     return EXIT_OK
 
 
+def _source_file(fn: Callable) -> str:
+    """The file defining `fn`, relative to the directory holding the packages."""
+    module = sys.modules[fn.__module__]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules["converter"].__file__)))
+    return os.path.relpath(os.path.abspath(module.__file__), root)
+
+
 def cmd_passes(args) -> int:
     import passes
 
@@ -176,14 +185,28 @@ def cmd_passes(args) -> int:
     width = max(len(n) for n in passes.PASSES)
     for name, p in sorted(passes.PASSES.items()):
         mark = "*" if name in default else " "
-        print(f"{mark} {name.ljust(width)}  {p.doc}")
+        print(f"{mark} {name.ljust(width)}  {p.doc}  [{_source_file(p.run)}]")
     print(f"\n* in the default pipeline: {','.join(n for n in passes.DEFAULT_PIPELINE if n in passes.PASSES)}")
-    from passes.plugins import PLUGINS, coverage, discover
+    from passes.lib.plugins import PLUGINS, coverage, discover
 
     discover()
     print("\ncustom-call plug-ins:" if PLUGINS else "\ncustom-call plug-ins: none")
     for target in sorted(PLUGINS):
         print(f"  {target}: {coverage(target)}")
+    return EXIT_OK
+
+
+def cmd_rules(args) -> int:
+    """Every opcode the importer reads, with the file and function of its rule."""
+    from converter.importer.registry import RULE_FACTORIES, RULES
+
+    rows = [(opcode, _source_file(rule), rule.__name__) for opcode, rule in sorted(RULES.items())]
+    width = max(len(r[0]) for r in rows)
+    path_width = max(len(r[1]) for r in rows)
+    for opcode, path, name in rows:
+        print(f"{opcode.ljust(width)}  {path.ljust(path_width)}  {name}")
+    for factory in RULE_FACTORIES:
+        print(f"\n+ made by {factory.__name__} ({_source_file(factory)}): {(factory.__doc__ or '').strip().splitlines()[0]}")
     return EXIT_OK
 
 
@@ -272,6 +295,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "inspect": cmd_inspect,
     "passes": cmd_passes,
+    "rules": cmd_rules,
     "export": cmd_export,
     "check": cmd_check,
     "memory": cmd_memory,

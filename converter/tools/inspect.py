@@ -135,7 +135,7 @@ def custom_call_support(target: str) -> str:
     'unsupported'."""
     import passes
     from passes.custom_call_policy import cpu_runtime_targets
-    from passes.plugins import coverage
+    from passes.lib.plugins import coverage
 
     plugin = coverage(target)
     if plugin is not None:

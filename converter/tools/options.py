@@ -16,7 +16,7 @@ def add_plugin_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_plugins(args) -> None:
-    from passes.plugins import load_file, register_spec
+    from passes.lib.plugins import load_file, register_spec
 
     for path in getattr(args, "custom_calls", []):
         load_file(path, override=args.custom_call_override)

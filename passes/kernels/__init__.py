@@ -1,5 +1,5 @@
 """CPU meanings hlo-roundtrip ships for library kernels whose semantics are public, written
-as custom-call plug-ins (passes.plugins).  Listed here so that discovering them imports
+as custom-call plug-ins (passes.lib.plugins).  Listed here so that discovering them imports
 nothing: a module (and JAX) is imported only when a dump calls one of its targets."""
 
 # target -> (module in passes.kernels, function)

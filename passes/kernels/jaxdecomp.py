@@ -48,7 +48,7 @@ from jaxlib.mlir import ir
 
 from passes.lib import rewrite as rw
 from converter.mlir.module_attributes import module_devices
-from passes.plugins import CallAttributes, enclosing_module, inline_jax, rewrite
+from passes.lib.plugins import CallAttributes, enclosing_module, inline_jax, rewrite
 
 SLAB_XY, SLAB_YZ, PENCILS, NO_DECOMP = 0, 1, 2, 3
 _DECOMPOSITIONS = {0: "slab XY", 1: "slab YZ", 2: "pencils", 3: "none"}

@@ -33,7 +33,7 @@ import math
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
-from passes.plugins import CallAttributes
+from passes.lib.plugins import CallAttributes
 
 
 def _float(x):

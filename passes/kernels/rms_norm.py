@@ -24,7 +24,7 @@ import struct
 import jax.numpy as jnp
 import numpy as np
 
-from passes.plugins import CallAttributes
+from passes.lib.plugins import CallAttributes
 
 # ElementType of the descriptor (gpu_ops kernels.h).
 _ELEMENT_TYPES = {0: np.dtype(jnp.bfloat16), 1: np.dtype(np.float16), 2: np.dtype(np.float32), 3: np.dtype(np.float64)}

@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-import passes.plugins as plugins
+import passes.lib.plugins as plugins
 from converter.runtime.convert import convert_text
 from converter.tools.cli import main
 from converter.custom_calls import PluginError, register, register_rewrite

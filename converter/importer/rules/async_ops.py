@@ -52,8 +52,9 @@ def import_async_done(ctx, start):
 
 @rule_factory
 def async_sugar_rule(opcode: str):
-    """The rule for `<op>-start` / `-update` / `-done` that XLA prints for an async-wrapped
-    op, e.g. `reduce-scatter-start`."""
+    """`<op>-start` / `-update` / `-done` of any opcode with a rule: an async-wrapped op.
+
+    (XLA prints e.g. `reduce-scatter-start` for a reduce-scatter wrapped in async-start.)"""
     for suffix in ("-start", "-update", "-done"):
         if opcode.endswith(suffix) and opcode[: -len(suffix)] in RULES:
             return _async_sugar_rule(opcode[: -len(suffix)], suffix)

@@ -1,5 +1,5 @@
-"""custom-call-plugins: custom-calls the built-in passes cannot know, given a CPU meaning by
-a user or a library.
+"""Custom-call plug-ins: custom-calls the built-in passes cannot know, given a CPU meaning by
+a user or a library (applied by the custom-call-plugins pass).
 
 A plug-in is registered per target, in one of two forms:
 - a JAX function `impl(*operands, attrs) -> result | tuple of results`: the pass lowers it
@@ -52,7 +52,7 @@ from converter.common.errors import ConverterError
 from converter.mlir.context import hlo_element_type
 from passes.lib import rewrite as rw
 from passes.lib.errors import PassError
-from passes.lib.registry import PassOptions, pass_for_target, register_pass
+from passes.lib.registry import pass_for_target
 
 ENTRY_POINT_GROUP = "hlo_roundtrip.custom_calls"
 LAYOUT_MODES = ("kernel", "logical")
@@ -280,24 +280,10 @@ def _where_in(e: BaseException, path: str) -> str:
     return f"{path}:{line}" if line else path
 
 
-# --- the pass --------------------------------------------------------------------------------
+# --- applying a plug-in at a call -----------------------------------------------------------
 
 
-@register_pass("custom-call-plugins",
-               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)")
-def apply_plugins(module: ir.Module, options: PassOptions) -> None:
-    # --allow-custom-call keeps a call as it is, plug-in or not.
-    calls = [op for op in rw.custom_calls(module) if rw.call_target(op) not in options.allow_custom_calls]
-    if not calls:
-        return
-    discover()
-    calls = [op for op in calls if rw.call_target(op) in PLUGINS]
-    cache: dict[tuple, ir.Operation] = {}
-    for op in calls:
-        _apply(module, op, PLUGINS[rw.call_target(op)], cache)
-
-
-def _apply(module: ir.Module, op: ir.Operation, plugin: Plugin,
+def apply_plugin(module: ir.Module, op: ir.Operation, plugin: Plugin,
            cache: dict[tuple, ir.Operation]) -> None:
     attrs = call_attributes(op)
 

@@ -1,0 +1,24 @@
+"""custom-call-plugins: each custom-call with a registered plug-in (passes.lib.plugins: a JAX
+function lowered and inlined, or a rewrite over the module) gets its plug-in's meaning."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes.lib import rewrite as rw
+from passes.lib.plugins import PLUGINS, apply_plugin, discover
+from passes.lib.registry import PassOptions, register_pass
+
+
+@register_pass("custom-call-plugins",
+               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)")
+def apply_plugins(module: ir.Module, options: PassOptions) -> None:
+    # --allow-custom-call keeps a call as it is, plug-in or not.
+    calls = [op for op in rw.custom_calls(module) if rw.call_target(op) not in options.allow_custom_calls]
+    if not calls:
+        return
+    discover()
+    calls = [op for op in calls if rw.call_target(op) in PLUGINS]
+    cache: dict[tuple, ir.Operation] = {}
+    for op in calls:
+        apply_plugin(module, op, PLUGINS[rw.call_target(op)], cache)

@@ -1,0 +1,16 @@
+"""Every func.call inlined (fusions kept as functions by --keep-fusions, called
+computations), then the private functions nothing calls removed."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes.lib.mlir_pipeline import run_mlir_pipeline
+from passes.lib.registry import PassOptions, register_pass
+from passes.lib.rewrite import inline_calls
+
+
+@register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop private functions")
+def inline(module: ir.Module, options: PassOptions) -> None:
+    inline_calls(module)
+    run_mlir_pipeline(module, "symbol-dce")

@@ -1,0 +1,10 @@
+"""Runs MLIR's own passes (canonicalize, cse, ...) through jaxlib's pass manager."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir, passmanager
+
+
+def run_mlir_pipeline(module: ir.Module, pipeline: str) -> None:
+    """Run an MLIR textual pipeline nested under the module, e.g. "canonicalize"."""
+    passmanager.PassManager.parse(f"builtin.module({pipeline})").run(module.operation)
