@@ -4,7 +4,7 @@ driver.  Single-device modules only: IREE's collectives need its own multi-devic
 which says nothing about the dump.
 
 Agreement with jaxlib on the same module is the point ("portable" means more than "XLA
-accepts it"); `run --engine iree` and tests/iree use it.
+accepts it"); `run --engine iree` and tests/runtime/iree use it.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from converter.common.errors import ConverterWarning
 from converter.hlo import attrs as A
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.mlir.serialize import is_hlo_text
-from tests.parser.xla_view import xla_module
+from tests.hlo.xla_view import xla_module
 
 ALL_REDUCE = """HloModule m, num_partitions=2
 

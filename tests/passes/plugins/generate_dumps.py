@@ -1,4 +1,4 @@
-"""Writes the small dumps under tests/plugins/dumps/: library custom-calls in the forms the
+"""Writes the small dumps under tests/passes/plugins/dumps/: library custom-calls in the forms the
 libraries emit, built without the libraries (none of them installs here).
 
 - jax docs/gpu_ops RMSNorm: `mlir.custom_call` with the packed RMSNormDescriptor as its
@@ -9,7 +9,7 @@ libraries emit, built without the libraries (none of them installs here).
   in its form (api_version=API_VERSION_UNSPECIFIED, no layouts, RmsNorm's eps an f32 constant
   operand and its dimension as decimal text in backend_config).
 
-Run from the repository root: `python -m tests.plugins.generate_dumps`.
+Run from the repository root: `python -m tests.passes.plugins.generate_dumps`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from converter.custom_calls import PluginError, register, register_rewrite
 from converter.common.errors import ConverterError
 from tests.helpers import assert_close, random_array, run_ours
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "samples" / "plugins" / "acme_swiglu.hlo"
 EXAMPLE_PLUGIN = ROOT / "samples" / "plugins" / "acme_kernels.py"
 

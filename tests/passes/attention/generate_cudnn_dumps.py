@@ -1,8 +1,8 @@
-"""Write tests/attention/dumps/*.hlo: optimized GPU HLO of the programs in cudnn_cases.py,
+"""Write tests/passes/attention/dumps/*.hlo: optimized GPU HLO of the programs in cudnn_cases.py,
 compiled devicelessly for one H100 (DESIGN §7), so the tests need no CUDA packages.
 
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 \\
-        <venv with jax[cuda12]==0.10.2>/bin/python tests/attention/generate_cudnn_dumps.py [--only NAME,...]
+        <venv with jax[cuda12]==0.10.2>/bin/python tests/passes/attention/generate_cudnn_dumps.py [--only NAME,...]
 
 The flex_* cases (score_mod) need jax[cuda12] 0.12 (Python 3.12).
 
@@ -18,7 +18,7 @@ import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-GPU_TARGET = HERE.parents[2] / "shared" / "gpu_target_h100.txtpb"
+GPU_TARGET = HERE.parents[3] / "shared" / "gpu_target_h100.txtpb"
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     from jax.sharding import SingleDeviceSharding
 
     sys.path.insert(0, str(HERE))
-    sys.path.insert(0, str(HERE.parents[1]))
+    sys.path.insert(0, str(HERE.parents[2]))
     from cudnn_cases import cases
 
     from tests.programs.generate import relativize_source_paths

@@ -1,5 +1,5 @@
 """The library kernels hlo-roundtrip ships as plug-ins, on dumps in the forms the libraries
-emit (tests/plugins/dumps, from generate_dumps.py), against NumPy and JAX references."""
+emit (tests/passes/plugins/dumps, from generate_dumps.py), against NumPy and JAX references."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from converter.tools.cli import main
 from converter.common.errors import ConverterError
 from tests.helpers import assert_close, convert_program, random_array, run_ours
-from tests.plugins import generate_dumps as gen
+from tests.passes.plugins import generate_dumps as gen
 
 DUMPS = pathlib.Path(__file__).parent / "dumps"
 

@@ -1,4 +1,4 @@
-"""Real optimized GPU dumps of jax's cuDNN attention (tests/attention/dumps/, written by
+"""Real optimized GPU dumps of jax's cuDNN attention (tests/passes/attention/dumps/, written by
 generate_cudnn_dumps.py from the programs in cudnn_cases.py) convert with the default
 pipeline to modules without any custom-call, and compute on CPU what JAX's XLA
 implementation computes for the same inputs (jax.vjp for the gradients)."""
@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.attention.cudnn_cases import cases, random_inputs
+from tests.passes.attention.cudnn_cases import cases, random_inputs
 from tests.helpers import convert_program
 
 DUMPS = pathlib.Path(__file__).resolve().parent / "dumps"

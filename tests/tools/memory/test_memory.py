@@ -8,7 +8,7 @@ dumped (argument, output, alias and temp bytes must be equal, byte for byte: bot
 sums of the same allocations).
 
 `data/cpu_loop*` is XLA's split dump (jax 0.10.2, CPU) of a fori_loop program from
-`tests/memory/xla_dumps.py`; `test_fresh_cpu_dumps` regenerates such dumps with the
+`tests/tools/memory/xla_dumps.py`; `test_fresh_cpu_dumps` regenerates such dumps with the
 installed jaxlib, so a format change in XLA shows up here.  `data/tpu_spmd_mlp_train_step*`
 is libtpu's (jax[tpu] 0.10.2, deviceless v5e 2x2) for the catalog's spmd_mlp_train_step:
 memory colors, tiled layouts, async copies.
@@ -25,9 +25,9 @@ from converter.tools.cli import main
 from converter.tools.memory import BufferAssignmentParseError, load_buffer_assignment, parse_buffer_assignment, summarize
 from converter.tools.memory.analysis import byte_size_of
 from converter.hlo.parser import parse_shape_prefix
-from tests.memory.xla_dumps import buffer_assignment_path, generate
+from tests.tools.memory.xla_dumps import buffer_assignment_path, generate
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 SAMPLE = ROOT / "samples" / "tpu_spmd_mlp_async_collective_fusion.buffer_assignment.txt"
 SAMPLE_HLO = ROOT / "samples" / "tpu_spmd_mlp_async_collective_fusion.hlo"
 DATA = pathlib.Path(__file__).parent / "data"

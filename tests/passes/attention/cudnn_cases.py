@@ -1,4 +1,4 @@
-"""The programs behind tests/attention/dumps/: jax's cuDNN fused attention
+"""The programs behind tests/passes/attention/dumps/: jax's cuDNN fused attention
 (`jax.nn.dot_product_attention(implementation="cudnn")`, and the lower-level
 `jax._src.cudnn.fused_attention_stablehlo.dot_product_attention` for BNTH, dropout and packed
 segments) with its gradient, each paired with a reference that computes what cuDNN computes

@@ -1,4 +1,4 @@
-"""The grammar notes' snippets (copied to tests/parser/snippets/), against XLA's parser.
+"""The grammar notes' snippets (copied to tests/hlo/snippets/), against XLA's parser.
 
 - accepted/: XLA (jaxlib 0.10.2) reads them; we read the same computations, opcodes and
   shapes, and XLA reads our printed text (`to_text()`) exactly as it read the original.
@@ -20,7 +20,7 @@ import pytest
 
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.runtime.xla_parser import XlaParseError
-from tests.parser.xla_view import our_view, xla_module, xla_named_view, xla_view
+from tests.hlo.xla_view import our_view, xla_module, xla_named_view, xla_view
 
 SNIPPETS = pathlib.Path(__file__).parent / "snippets"
 ACCEPTED = sorted(p.name for p in (SNIPPETS / "accepted").glob("*.hlo"))

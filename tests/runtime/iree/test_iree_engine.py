@@ -21,7 +21,7 @@ iree_engine = pytest.importorskip("converter.runtime.iree_engine")
 if not iree_engine.iree_available():
     pytest.skip("the `iree` extra is not installed", allow_module_level=True)
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 DUMPS = ROOT / "tests" / "dumps"
 
 IREE_ACCEPTED = [

@@ -2,7 +2,7 @@
 buffer assignment (split into -buffer-assignment, -values and -live-range files), the
 optimized HLO, and jaxlib's memory analysis of the same executable (the oracle).
 
-    python -m tests.memory.xla_dumps OUT_DIR
+    python -m tests.tools.memory.xla_dumps OUT_DIR
 
 writes OUT_DIR/xla/... and OUT_DIR/memory_analysis.json ({program: {argument_bytes, ...}}).
 """
@@ -65,8 +65,8 @@ def generate(out: pathlib.Path) -> dict[str, dict[str, int]]:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_dump_to={out / 'xla'} --xla_dump_hlo_as_text")
-    root = pathlib.Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "-m", "tests.memory.xla_dumps", str(out)], cwd=root, env=env, check=True)
+    root = pathlib.Path(__file__).resolve().parents[3]
+    subprocess.run([sys.executable, "-m", "tests.tools.memory.xla_dumps", str(out)], cwd=root, env=env, check=True)
     return json.loads((out / "memory_analysis.json").read_text())
 
 
