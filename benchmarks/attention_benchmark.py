@@ -1,4 +1,4 @@
-"""Portable attention at the MaxText sample's real shape, on this CPU (DESIGN §8).
+"""Portable attention at the MaxText sample's real shape, on this CPU.
 
     python benchmarks/attention_benchmark.py [--seq 8192] [--compare-seq 2048]
 

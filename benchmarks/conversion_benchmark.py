@@ -1,4 +1,4 @@
-"""Conversion speed, side by side with XLA's own C++ parser (DESIGN §8).
+"""Conversion speed, side by side with XLA's own C++ parser.
 
     python benchmarks/conversion_benchmark.py [--sizes 1,2,4,8,16,38] [--repeat 3]
 

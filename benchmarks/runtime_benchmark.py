@@ -1,4 +1,4 @@
-"""Execution speed of converted dumps against JAX's own CPU program (DESIGN §8).
+"""Execution speed of converted dumps against JAX's own CPU program.
 
     python benchmarks/runtime_benchmark.py [--repeat 20] [--only NAME,...]
 

@@ -24,7 +24,7 @@ the config's doubles to it, as the runtime casts them).  Products are exact (f8/
 operands are widened to f32 exactly; s8 operands accumulate in s32).  Legacy
 `__cublas$gemm` with alpha = beta = 0 writes zeros without reading A or B (RunGemm).
 
-Choices where the GPU's behaviour is not written down anywhere (/work/notes/gemm.md §12):
+Choices where the GPU's behaviour is not written down anywhere:
 - Precision: f32 GEMMs at DEFAULT/HIGH precision run in TF32 on CUDA (and an explicit
   ALG_DOT_TF32_TF32_F32 always does); fp8 GEMMs at DEFAULT precision use cuBLASLt's fast
   accumulation.  The rewrite computes them with full f32 products and accumulation: the
@@ -47,7 +47,7 @@ ALG_DOT_F16_F16_F16 (f16 accumulation) and ALG_DOT_BF16_BF16_F32 on non-bf16 ope
 fp8 FNUZ outputs (ROCm; XLA never writes them); integer GEMMs with alpha ≠ 1, beta ≠ 0
 or an epilogue (XLA never fuses into them).
 
-Sources (openxla/xla, as cited in /work/notes/gemm.md §13):
+Sources (openxla/xla):
 xla/service/gpu/transforms/gemm_rewriter.cc — GemmRewriterVisitor::{HandleDot,
 HandleMultiply, HandleAdd, HandleMaximum, FuseMatrixBiasAdd, FuseVectorBiasAdd,
 FuseReluActivation, FuseGeluActivation, FuseSwishActivation, CreateF8CustomCall, F8ScaleD,

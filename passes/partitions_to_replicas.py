@@ -1,5 +1,5 @@
 """partitions-to-replicas: make a module of R replicas x P partitions run as N = R*P
-replicas (DESIGN §5).
+replicas.
 
 XLA's CPU compiler refuses num_partitions > 1 without SPMD partitioning, and a dump is
 already partitioned.  Running it as N replicas, device d (flattened id

@@ -1,5 +1,5 @@
 """strip-annotations: remove custom-calls that only annotate (sharding, host offload,
-layout) and are the identity on values (DESIGN §6)."""
+layout) and are the identity on values."""
 
 from __future__ import annotations
 

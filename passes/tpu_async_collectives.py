@@ -1,7 +1,6 @@
 """tpu-async-collectives: TPU async collective fusions → one plain collective.
 
-XLA's TPU backend overlaps a collective with compute by splitting it over fusions
-(DESIGN §6): a `kCustom` fusion rooted at `custom-call AsyncCollectiveStart(coll(x))`
+XLA's TPU backend overlaps a collective with compute by splitting it over fusions: a `kCustom` fusion rooted at `custom-call AsyncCollectiveStart(coll(x))`
 returns (x, the buffer being filled, an s32[2] and u32[] flags), `async_collective_fusion`
 computations carry the same collective beside their compute and pass buffer and flags
 through, and a fusion rooted at `AsyncCollectiveDone(x, buffer, coll(x), flags...)`

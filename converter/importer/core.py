@@ -133,7 +133,7 @@ class ModuleImporter:
             attrs = module.operation.attributes
             attrs["sym_name"] = ir.StringAttr.get(_symbol(hlo.name))
             set_module_devices(module, hlo.replica_count, hlo.num_partitions)
-            # Layouts and aliasing are metadata (DESIGN §3): kept as text so that no
+            # Layouts and aliasing are metadata of the dump: kept as text so that no
             # consumer mistakes them for constraints on the portable module.
             for key in ("entry_computation_layout", "input_output_alias", "buffer_donor"):
                 if key in hlo.attrs:

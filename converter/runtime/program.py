@@ -1,4 +1,4 @@
-"""Compile a portable module with jaxlib for CPU and execute it (DESIGN §4, §5).
+"""Compile a portable module with jaxlib for CPU and execute it.
 
     prog = converter.load("dump.hlo")        # parse, import, default passes
     outs = prog(*inputs)                      # numpy in, numpy out

@@ -1,5 +1,5 @@
 """XLA itself as the oracle: parse HLO text with XLA's C++ parser, import it with XLA's
-own HLO→StableHLO importer, compile and run it with jaxlib on CPU (DESIGN §7).  It works
+own HLO→StableHLO importer, compile and run it with jaxlib on CPU.  It works
 for modules XLA's CPU compiler accepts: unfused HLO without backend custom-calls."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
 from passes.lib.rewrite import call_target, custom_calls
 
-# The default pipeline: a faithful import becomes a portable module (DESIGN §1).  The
+# The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
 DEFAULT_PIPELINE: tuple[str, ...] = (
     "strip-annotations",

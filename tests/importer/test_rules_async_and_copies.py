@@ -4,8 +4,8 @@ async-update / async-done wrapping a computation (`calls=`), XLA's `<opcode>-sta
 `-done` sugar for any wrapped opcode (slice, dynamic-slice, reduce-scatter), and the
 dedicated all-reduce / all-gather / collective-permute start/done pairs.
 
-XLA's CPU compiler rejects these async forms (and copy-start), so NumPy, from the
-semantics in DESIGN §3, is the oracle; a plain layout-changing copy also runs through XLA.
+XLA's CPU compiler rejects these async forms (and copy-start), so NumPy, computing what
+the pairs mean (the value the wrapped op computes), is the oracle; a plain layout-changing copy also runs through XLA.
 Everything here moves values or adds small integers: exact."""
 
 from __future__ import annotations

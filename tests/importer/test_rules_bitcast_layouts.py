@@ -1,6 +1,6 @@
 """Bitcasts between layouts (rules/shapes.py: import_bitcast).  After layout assignment a
 bitcast reinterprets its operand's bytes, laid out by the operand's layout, as the
-result shape laid out by the result's layout (DESIGN §3).
+result shape laid out by the result's layout.
 
 Oracle (NumPy, from that definition): write the operand in its physical order (dims
 major-to-minor, i.e. the layout's minor_to_major reversed), read those bytes as the

@@ -104,7 +104,7 @@ def test_call_inlines_and_matches_xla():
 
 
 def test_fusions_inline():
-    # XLA's CPU compiler aborts the process on pre-fused HLO (DESIGN §5): NumPy oracle.
+    # XLA's CPU compiler aborts the process on pre-fused HLO: NumPy oracle.
     a = np.array([1, -2, 0.5, 3], np.float32)
     b = np.array([0.25, 4, -1, 2], np.float32)
     outs = run_ours(CALL_AND_FUSION, [a, b])

@@ -222,7 +222,7 @@ ENTRY main {
 @pytest.mark.parametrize("target", ["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "MoveToHost",
                                     "MoveToDevice", "LayoutConstraint"])
 def test_annotation_custom_calls_run_as_the_identity(target):
-    """Annotations (DESIGN §6) are identities on values once passes make the module
+    """Annotations (sharding, layout-constraint custom-calls) are identities on values once passes make the module
     portable: the numbers come back unchanged."""
     hlo = f"""HloModule annotation
 ENTRY main {{

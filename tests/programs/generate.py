@@ -15,7 +15,7 @@ CPU, and for TPU and GPU the collective programs (sm_*, sm2d_*, spmd_* but the L
 a few of each family (attention, linalg, scans), to keep the committed size small.
 GPU_TARGET_CONFIG names the H100 target description when the checkout has no ../shared.)
 TPU dumps compile devicelessly for a TPU v5e 2x2 topology and GPU dumps for four H100s
-(`jax.experimental.topologies`, DESIGN §7).  Dumps are printed with large constants (the
+(`jax.experimental.topologies`: TPU and GPU compilation without the device).  Dumps are printed with large constants (the
 default printer elides them as `{...}`, which leaves nothing to run).
 
 `manifest.json` in the output folder describes each dump: its devices and mesh, the seed of

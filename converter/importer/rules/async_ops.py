@@ -1,4 +1,4 @@
-"""Async pairs become the synchronous op they wrap (DESIGN §3).
+"""Async pairs become the synchronous op they wrap: on one CPU nothing overlaps.
 
 `async-start(operands), calls=%wrapped` has the shape ((operands), result, context...):
 the start's value is the operands' leaves, the wrapped computation's results and zeros

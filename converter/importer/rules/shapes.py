@@ -46,7 +46,7 @@ def _major_to_minor(shape: Shape) -> list[int]:
 @import_rule("bitcast")
 def import_bitcast(ctx, x):
     """A bitcast reinterprets the operand's bytes, laid out by the operand's layout, as
-    the result shape laid out by the result's layout (DESIGN §3): bring the operand to
+    the result shape laid out by the result's layout: bring the operand to
     its physical (major-to-minor) order, reshape to the result's physical dims, then
     permute back to the result's logical order.  Memory space never changes which element
     lands where; tiling mostly does not, and where it does the bitcast follows the tiles."""

@@ -1,5 +1,5 @@
 """Write tests/passes/attention/dumps/*.hlo: optimized GPU HLO of the programs in cudnn_cases.py,
-compiled devicelessly for one H100 (DESIGN §7), so the tests need no CUDA packages.
+compiled devicelessly for one H100 (jax.experimental.topologies), so the tests need no CUDA packages.
 
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 \\
         <venv with jax[cuda12]==0.10.2>/bin/python tests/passes/attention/generate_cudnn_dumps.py [--only NAME,...]

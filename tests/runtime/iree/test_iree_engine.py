@@ -41,7 +41,7 @@ IREE_ACCEPTED = [
     "gpu/complex_math",
 ]
 
-# What IREE 3.13 refuses in modules the converter writes (reported on issue 8).
+# What IREE 3.13 refuses in modules the converter writes .
 IREE_REFUSED = {
     "cpu/fft_family": "stablehlo.fft",
     "cpu/linalg_qr": "lapack_sgeqrf_ffi",
