@@ -47,8 +47,3 @@ def element_type_of(dtype: np.dtype) -> str:
         return _ELEMENT_TYPE[np.dtype(dtype)]
     except KeyError:
         raise UnsupportedElementType(f"numpy dtype {dtype} has no HLO element type") from None
-
-
-def is_numpy_native(element_type: str) -> bool:
-    """Whether `np.savez` can store the type under its own name (not as raw void)."""
-    return np.dtype(_NUMPY[element_type]).kind != "V"
