@@ -532,6 +532,16 @@ def dense_scalar_attr(one: np.ndarray, element_type: str) -> ir.Attribute:
     return ir.FloatAttr.get(t, float(v))
 
 
+def operand_leaves(x: Any) -> list[ir.Value]:
+    """A rule's operand as its list of leaf values (a tuple-shaped operand already is one)."""
+    return x if isinstance(x, list) else [x]
+
+
+def flat_leaves(operands: Any) -> list[ir.Value]:
+    """The leaf values of all of a rule's operands, in order."""
+    return [v for x in operands for v in operand_leaves(x)]
+
+
 def frontend_attributes(values: dict[str, Any]) -> ir.DictAttr:
     """`frontend_attributes={...}` as the dictionary XLA's importer attaches (braced MLIR
     values such as Shardy meshes stay as their text)."""

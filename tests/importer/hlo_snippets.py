@@ -183,3 +183,12 @@ def xla_integer_power_is_the_old_one() -> bool:
     import jaxlib
 
     return tuple(int(x) for x in jaxlib.__version__.split(".")[:2]) < (0, 11)
+
+
+def check_exact(hlo: str, inputs, expected: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Ours == XLA and ours == NumPy, exactly, for each labelled output."""
+    outs = differential_by_output(hlo, inputs, list(expected), [True] * len(expected))
+    for out, (label, want) in zip(outs, expected.items()):
+        assert out.dtype == want.dtype, f"{label}: dtype {out.dtype} != {want.dtype}"
+        np.testing.assert_array_equal(out, want, err_msg=label)
+    return outs

@@ -1,7 +1,6 @@
-"""Structure and control-flow import rules (rules/structure.py): tuple and
-get-tuple-element (nested), call, fusion (inlined, and kept with keep_fusions=True),
+"""Control-flow import rules (rules/control_flow.py): call, fusion (inlined, and kept with keep_fusions=True),
 while, conditional (predicate and index forms), optimization-barrier, after-all,
-add-dependency, domain, partition-id / replica-id, and the error for infeed / outfeed.
+add-dependency, domain.
 
 Checked against XLA running the same HLO where its HLO→MHLO import accepts the module,
 and against NumPy everywhere.  The values these ops move are exact; the loops below
@@ -12,40 +11,12 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 
 from converter.runtime.convert import convert_text
-from converter.importer.core import HloImportError
 from tests.helpers import convert_program, run_ours
 from tests.importer.hlo_snippets import differential_by_output, differential_runs
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
-
-
-def test_nested_tuples_and_get_tuple_element():
-    hlo = """HloModule tuples
-ENTRY main {
-  a = f32[2] parameter(0)
-  b = s32[] parameter(1)
-  c = pred[3] parameter(2)
-  inner = (s32[], pred[3]) tuple(b, c)
-  outer = (f32[2], (s32[], pred[3]), f32[2]) tuple(a, inner, a)
-  x = (s32[], pred[3]) get-tuple-element(outer), index=1
-  y = pred[3] get-tuple-element(x), index=1
-  z = f32[2] get-tuple-element(outer), index=2
-  w = s32[] get-tuple-element(inner), index=0
-  one = (f32[2]) tuple(a)
-  two = (s32[], (f32[2])) tuple(w, one)
-  ROOT r = (pred[3], f32[2], (s32[], (f32[2]))) tuple(y, z, two)
-}
-"""
-    a = np.array([1.5, -2], np.float32)
-    b = np.int32(7)
-    c = np.array([True, False, True])
-    # Results are the flattened leaves in order.
-    outs = differential_by_output(hlo, [a, b, c], ["pred", "f32", "s32", "nested f32"], [True] * 4)
-    for out, want in zip(outs, [c, a, np.array(7, np.int32), a]):
-        np.testing.assert_array_equal(out, want)
 
 
 CALL_AND_FUSION = """HloModule call_and_fusion
@@ -279,59 +250,3 @@ ENTRY main {
     x = np.array([1, -2, 3], np.float32)
     (out,) = run_ours(hlo, [x])
     np.testing.assert_array_equal(out, -x)
-
-
-def test_replica_and_partition_ids_single_device():
-    hlo = """HloModule ids
-ENTRY main {
-  r = u32[] replica-id()
-  p = u32[] partition-id()
-  ROOT t = (u32[], u32[]) tuple(r, p)
-}
-"""
-    outs = differential_by_output(hlo, [], ["replica-id", "partition-id"], [True, True])
-    np.testing.assert_array_equal(outs, [np.uint32(0), np.uint32(0)])
-
-
-def test_replica_and_partition_ids_on_four_devices():
-    """2 replicas x 2 partitions: device d = replica * 2 + partition holds replica-id
-    d // 2 and partition-id d % 2 (the runtime's flattened device order)."""
-    hlo = """HloModule ids, replica_count=2, num_partitions=2
-ENTRY main {
-  r = u32[] replica-id()
-  p = u32[] partition-id()
-  ROOT t = (u32[], u32[]) tuple(r, p)
-}
-"""
-    replica, partition = run_ours(hlo, [])
-    np.testing.assert_array_equal(replica, np.array([0, 0, 1, 1], np.uint32))
-    np.testing.assert_array_equal(partition, np.array([0, 1, 0, 1], np.uint32))
-
-
-# ------------------------------------------------------------------ infeed/outfeed
-FEEDS = {
-    "infeed": """HloModule feeds
-ENTRY main {
-  tok = token[] after-all()
-  feed = ((f32[2]), token[]) infeed(tok)
-  ROOT r = token[] after-all(tok)
-}
-""",
-    "outfeed": """HloModule feeds
-ENTRY main {
-  x = f32[2] parameter(0)
-  tok = token[] after-all()
-  feed = token[] outfeed(x, tok), outfeed_shape=f32[2]
-  ROOT r = f32[2] negate(x)
-}
-""",
-}
-
-
-@pytest.mark.parametrize("opcode,line", [("infeed", 4), ("outfeed", 5)])
-def test_infeed_and_outfeed_raise_an_error_naming_instruction_and_line(opcode, line):
-    with pytest.raises(HloImportError) as info:
-        convert_text(FEEDS[opcode], "feeds.hlo", pipeline="none")
-    message = str(info.value)
-    assert message.startswith(f"feeds.hlo:{line}:3: error: %feed ({opcode}): "), message
-    assert "host" in message

@@ -542,3 +542,25 @@ ENTRY main {
     assert_close(d, want_d)
     assert_close(s, x.astype(np.float32) + y)
     np.testing.assert_array_equal(c, x.astype(np.float32) < y)
+
+
+# --------------------------------------------------------------------------- map
+def test_map_applies_a_computation_elementwise():
+    hlo = """HloModule map
+fma {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  m = f32[] multiply(a, b)
+  one = f32[] constant(1)
+  ROOT s = f32[] add(m, one)
+}
+ENTRY main {
+  x = f32[3,4] parameter(0)
+  y = f32[3,4] parameter(1)
+  ROOT r = f32[3,4] map(x, y), dimensions={0,1}, to_apply=fma
+}
+"""
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    (out,) = differential_by_output(hlo, [x, y], ["map"])
+    assert_close(out, x * y + 1)

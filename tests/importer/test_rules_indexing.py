@@ -1,5 +1,5 @@
-"""Indexing import rules: dynamic-slice, dynamic-update-slice (rules/shapes.py), gather and
-scatter (rules/reductions.py).
+"""Indexing import rules (rules/indexing.py): slice, dynamic-slice, dynamic-update-slice,
+gather and scatter.
 
 Checked against XLA running the same HLO and against NumPy written from XLA's
 definitions: start indices of (dynamic-)slices clamp so the slice stays in bounds;
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import assert_close, run_ours
-from tests.importer.hlo_snippets import differential_by_output
+from tests.importer.hlo_snippets import check_exact, differential_by_output
 
 EXACT = {"rtol": 0.0, "atol": 0.0}
 
@@ -279,3 +279,21 @@ ENTRY main {
             if 0 <= i < 5:
                 expected[b, i] += u
     np.testing.assert_array_equal(out, expected)
+
+
+# ---------------------------------------------------------------------------- slice
+def test_slice_with_strides_and_empty_ranges():
+    hlo = """HloModule slices
+ENTRY main {
+  x = f32[10,7] parameter(0)
+  a = f32[3,4] slice(x), slice={[1:9:3], [0:7:2]}
+  b = f32[10,7] slice(x), slice={[0:10], [0:7]}
+  c = f32[0,7] slice(x), slice={[5:5], [0:7]}
+  d = f32[1,1] slice(x), slice={[9:10], [6:7]}
+  e = f32[2,3] slice(x), slice={[2:10:5], [1:6:2]}
+  ROOT r = (f32[3,4], f32[10,7], f32[0,7], f32[1,1], f32[2,3]) tuple(a, b, c, d, e)
+}
+"""
+    x = np.arange(70, dtype=np.float32).reshape(10, 7) / 4
+    check_exact(hlo, [x], {"strided": x[1:9:3, 0:7:2], "whole": x, "empty": x[5:5], "corner": x[9:10, 6:7],
+                      "stride past end": x[2:10:5, 1:6:2]})

@@ -1,4 +1,4 @@
-"""Random-number import rules (rules/random.py, rules/structure.py): rng-bit-generator
+"""Random-number import rules (rules/random.py): rng-bit-generator
 (bit for bit against XLA, every algorithm and output type), rng (statistics: its bits
 are the runtime's choice), rng-get-and-update-state (the state's first value, and the
 errors where a dump cannot say what it was)."""

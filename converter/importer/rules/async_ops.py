@@ -10,14 +10,8 @@ instruction works the same way for any opcode that has an import rule.
 from __future__ import annotations
 
 from converter.mlir import builders as b
+from converter.importer.core import flat_leaves
 from converter.importer.registry import RULES, import_rule, rule_factory
-
-
-def _leaves(operands) -> list:
-    out = []
-    for x in operands:
-        out.extend(x if isinstance(x, list) else [x])
-    return out
 
 
 def context_zeros(ctx, first_context_element: int = 2) -> list:
@@ -35,7 +29,7 @@ def import_async_start(ctx, *operands):
     _check_start_shape(ctx)
     args = [x if isinstance(x, list) else [x] for x in operands]
     results = ctx.inline(ctx.attrs["calls"][0], args)
-    return _leaves(operands) + list(results) + context_zeros(ctx)
+    return flat_leaves(operands) + list(results) + context_zeros(ctx)
 
 
 @import_rule("async-update")
@@ -76,6 +70,6 @@ def _async_sugar_rule(base: str, suffix: str):
         finally:
             ctx.shape = outer_shape
         results = [out] if not isinstance(out, (list, tuple)) else list(out)
-        return _leaves(operands) + results + context_zeros(ctx)
+        return flat_leaves(operands) + results + context_zeros(ctx)
 
     return import_sugared_start

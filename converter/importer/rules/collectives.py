@@ -1,6 +1,7 @@
 """Collectives and the device-identity ops, imported faithfully: replica groups, channel
 handle and `use_global_device_ids` say exactly what the dump said.  The
-`partitions-to-replicas` pass rewrites them for CPU execution."""
+`partitions-to-replicas` pass rewrites them for CPU execution.  Host transfers (send/recv
+between hosts, infeed/outfeed) are refused by name."""
 
 from __future__ import annotations
 
@@ -11,16 +12,9 @@ from jaxlib.mlir import ir
 from converter.hlo.collectives import device_id_conflict
 from converter.hlo.ir import split_operand
 from converter.mlir import builders as b
-from converter.importer.core import frontend_attributes
+from converter.importer.core import flat_leaves, frontend_attributes
 from converter.importer.registry import import_rule
 from converter.importer.rules.async_ops import context_zeros
-
-
-def _leaves(operands) -> list[ir.Value]:
-    out = []
-    for x in operands:
-        out.extend(x if isinstance(x, list) else [x])
-    return out
 
 
 def _check_devices(ctx) -> None:
@@ -95,7 +89,7 @@ def _results_span(shape, n: int) -> tuple[int, int]:
 def _start(ctx, operands, collective) -> list:
     """A `<collective>-start`: `collective(ctx, leaves, result types)` computes the
     results; a bundle's value is the operands, the results and zeros for the context."""
-    leaves = _leaves(operands)
+    leaves = flat_leaves(operands)
     if not _is_bundle(ctx.shape, len(leaves)):
         return collective(ctx, leaves, ctx.result_types())
     if _in_place(ctx.shape, len(leaves)):
@@ -105,7 +99,7 @@ def _start(ctx, operands, collective) -> list:
 
 @import_rule("all-reduce")
 def import_all_reduce(ctx, *operands):
-    return _all_reduce(ctx, _leaves(operands), ctx.result_types())
+    return _all_reduce(ctx, flat_leaves(operands), ctx.result_types())
 
 
 @import_rule("all-reduce-start")
@@ -155,7 +149,7 @@ def _all_gather(ctx, leaves, result_types):
 
 @import_rule("all-gather")
 def import_all_gather(ctx, *operands):
-    return _all_gather(ctx, _leaves(operands), ctx.result_types())
+    return _all_gather(ctx, flat_leaves(operands), ctx.result_types())
 
 
 @import_rule("all-gather-start")
@@ -175,7 +169,7 @@ def import_collective_done(ctx, start):
 
 @import_rule("reduce-scatter")
 def import_reduce_scatter(ctx, *operands):
-    leaves = _leaves(operands)
+    leaves = flat_leaves(operands)
     results = ctx.result_types()
     _check_sharded_shapes(ctx, leaves, results, gather=False)
     attrs = collective_attrs(ctx)
@@ -197,7 +191,7 @@ def import_reduce_scatter(ctx, *operands):
 
 @import_rule("all-to-all")
 def import_all_to_all(ctx, *operands):
-    leaves = _leaves(operands)
+    leaves = flat_leaves(operands)
     attrs = collective_attrs(ctx, with_global_ids=False)
     n = _participants(ctx)
     if "dimensions" in ctx.attrs:
@@ -241,7 +235,7 @@ def _permute(ctx, leaves, result_types) -> list:
 @import_rule("collective-permute")
 def import_collective_permute(ctx, *operands):
     _refuse_in_place(ctx)
-    return _permute(ctx, _leaves(operands), ctx.result_types())
+    return _permute(ctx, flat_leaves(operands), ctx.result_types())
 
 
 @import_rule("collective-permute-start")
@@ -254,7 +248,7 @@ def import_collective_permute_start(ctx, *operands):
 
 @import_rule("collective-broadcast")
 def import_collective_broadcast(ctx, *operands):
-    leaves = _leaves(operands)
+    leaves = flat_leaves(operands)
     attrs = collective_attrs(ctx, with_global_ids=False)
     return [b.op1("stablehlo.collective_broadcast", t, [x], attrs) for x, t in zip(leaves, ctx.result_types())]
 
@@ -315,3 +309,18 @@ def import_recv_done(ctx, recv):
     })
     return [out, recv[-1]]
 
+
+@import_rule("partition-id")
+def import_partition_id(ctx):
+    return b.op1("stablehlo.partition_id", ctx.result_type(), [])
+
+
+@import_rule("replica-id")
+def import_replica_id(ctx):
+    return b.op1("stablehlo.replica_id", ctx.result_type(), [])
+
+
+@import_rule("infeed", "outfeed")
+def import_feed(ctx, *operands):
+    raise ctx.error(f"{ctx.opcode} moves data to or from the host while the program runs; "
+                    "a portable module has no host queue to read or write")

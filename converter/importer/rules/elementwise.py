@@ -1,4 +1,5 @@
-"""Elementwise HLO opcodes: unary, binary, compare, select, clamp and conversions."""
+"""Elementwise HLO opcodes: unary, binary, compare, select, clamp, conversions, and map
+(a computation applied elementwise)."""
 
 from __future__ import annotations
 
@@ -70,12 +71,6 @@ def import_unary(ctx, x):
     if ctx.opcode not in ("real", "imag", "is-finite"):
         x = b.match_float(x, ir.RankedTensorType(ctx.result_type()).element_type)
     return b.op1(UNARY[ctx.opcode], ctx.result_type(), [x])
-
-
-@import_rule("copy")
-def import_copy(ctx, x):
-    # Copies change layout or memory space only: the identity on values.
-    return x
 
 
 @import_rule(*CHLO_UNARY)
@@ -341,3 +336,13 @@ def integer_power(base: ir.Value, exponent: ir.Value, signed: bool) -> ir.Value:
     zero = b.scalar_constant(0, element, shape)
     small = b.select(base_one, one, b.select(base_minus_one, b.select(odd_exponent, minus_one, one), zero))
     return b.select(negative, small, accumulator)
+
+
+@import_rule("map")
+def import_map(ctx, *operands):
+    op = b.op("stablehlo.map", [ctx.result_type()], list(operands),
+              {"dimensions": b.i64_array(ctx.attrs.get("dimensions", range(len(b.shape_of(operands[0])))))},
+              regions=1)
+    comp = ctx.attrs["to_apply"]
+    ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))
+    return op.result

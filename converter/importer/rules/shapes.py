@@ -1,5 +1,5 @@
-"""Opcodes that move data without arithmetic: broadcast, reshape, transpose, bitcast,
-slices, concatenate, pad, reverse, iota, dynamic shapes."""
+"""Opcodes that reshape or rearrange data without arithmetic: broadcast, reshape,
+transpose, bitcast, concatenate, pad, reverse, iota, dynamic dimension sizes."""
 
 from __future__ import annotations
 
@@ -339,40 +339,6 @@ def _resize_within_tiles(x, src_dims: list[int], dst_dims: list[int]):
 def _moves_only_unit_dims(dims, perm) -> bool:
     kept = [p for p in perm if dims[p] != 1]
     return kept == sorted(kept)
-
-
-@import_rule("slice")
-def import_slice(ctx, x):
-    dims = ctx.attrs["slice"]
-    return b.op1("stablehlo.slice", ctx.result_type(), [x], {
-        "start_indices": b.i64_array(d.start for d in dims),
-        "limit_indices": b.i64_array(d.limit for d in dims),
-        "strides": b.i64_array(d.stride for d in dims),
-    })
-
-
-def _index_scalars(ctx, operand_rank: int, indices: tuple) -> list[ir.Value]:
-    """Start indices as scalars; older dumps pass one rank-1 index vector."""
-    if len(indices) == 1 and b.shape_of(indices[0]) != []:
-        vec = indices[0]
-        if b.shape_of(vec) != [operand_rank]:
-            raise ctx.error("expected one start index per operand dimension")
-        return [b.reshape(b.slice_(vec, [i], [i + 1]), []) for i in range(operand_rank)]
-    return list(indices)
-
-
-@import_rule("dynamic-slice")
-def import_dynamic_slice(ctx, x, *indices):
-    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
-    return b.op1("stablehlo.dynamic_slice", ctx.result_type(), [x, *starts],
-                 {"slice_sizes": b.i64_array(ctx.attrs["dynamic_slice_sizes"])})
-
-
-@import_rule("dynamic-update-slice")
-def import_dynamic_update_slice(ctx, x, update, *indices):
-    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
-    update = b.match_float(update, b.element_type_of(x))
-    return b.op1("stablehlo.dynamic_update_slice", ctx.result_type(), [x, update, *starts])
 
 
 @import_rule("concatenate")

@@ -84,7 +84,7 @@ def test_inspect_and_passes_name_what_covers_each_target(capsys):
     assert main(["inspect", str(EXAMPLE), "--json", "--custom-calls", str(EXAMPLE_PLUGIN)]) == 0
     support = json.loads(capsys.readouterr().out)["custom_call_targets"]["acme_swiglu"]["support"]
     assert support == f"plug-in {EXAMPLE_PLUGIN}"
-    neuron = ROOT / "tests" / "plugins" / "dumps" / "neuron_activations_f32.hlo"
+    neuron = ROOT / "tests" / "passes" / "plugins" / "dumps" / "neuron_activations_f32.hlo"
     assert main(["inspect", str(neuron), "--json"]) == 0
     targets = json.loads(capsys.readouterr().out)["custom_call_targets"]
     assert targets["AwsNeuronGelu"]["support"] == "built-in plug-in hlo-roundtrip kernels.neuron"

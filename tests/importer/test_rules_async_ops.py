@@ -1,5 +1,4 @@
-"""Copies and asynchronous pairs (rules/structure.py, rules/async_ops.py,
-rules/collectives.py): copy (layout changes), copy-start/copy-done, async-start /
+"""Asynchronous pairs (rules/async_ops.py, rules/collectives.py): async-start /
 async-update / async-done wrapping a computation (`calls=`), XLA's `<opcode>-start` /
 `-done` sugar for any wrapped opcode (slice, dynamic-slice, reduce-scatter), and the
 dedicated all-reduce / all-gather / collective-permute start/done pairs.
@@ -13,36 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from tests.helpers import run_ours
-from tests.importer.hlo_snippets import differential_by_output
-
-
-def test_copy_between_layouts_is_the_identity():
-    hlo = """HloModule copies
-ENTRY main {
-  x = f32[2,3]{1,0} parameter(0)
-  a = f32[2,3]{0,1} copy(x)
-  b = f32[2,3]{1,0} copy(a)
-  ROOT r = (f32[2,3]{0,1}, f32[2,3]{1,0}) tuple(a, b)
-}
-"""
-    x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    outs = differential_by_output(hlo, [x], ["to column-major", "back"], [True, True])
-    for out in outs:
-        np.testing.assert_array_equal(out, x)
-
-
-def test_copy_start_and_copy_done_are_the_identity():
-    hlo = """HloModule copy_start
-ENTRY main {
-  x = f32[2,3]{1,0} parameter(0)
-  cs = (f32[2,3]{1,0:S(1)}, f32[2,3]{1,0}, u32[]) copy-start(x)
-  y = f32[2,3]{1,0:S(1)} copy-done(cs)
-  ROOT n = f32[2,3]{1,0} negate(y)
-}
-"""
-    x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    (out,) = run_ours(hlo, [x])
-    np.testing.assert_array_equal(out, -x)
 
 
 def test_async_start_update_done_with_a_called_computation():
