@@ -49,3 +49,12 @@ def test_passes_lists_the_file_of_every_pass(capsys):
         line = next(line for line in out.splitlines() if line[2:].split()[:1] == [name])
         path = line.rsplit("[", 1)[1].rstrip("]")
         assert f"def {p.run.__name__}(" in (ROOT / path).read_text(), name
+
+
+def test_every_rule_module_and_every_pass_has_its_test_file():
+    rule_modules = sorted(f.stem for f in (ROOT / "converter" / "importer" / "rules").glob("*.py") if f.stem != "__init__")
+    missing = [m for m in rule_modules if not (ROOT / "tests" / "importer" / f"test_rules_{m}.py").exists()]
+    pass_files = sorted(f.stem for f in (ROOT / "passes").glob("*.py") if f.stem != "__init__")
+    tests = {f.stem for f in (ROOT / "tests" / "passes").rglob("test_*.py")}
+    missing += [f"passes/{p}.py" for p in pass_files if f"test_{p}" not in tests]
+    assert not missing

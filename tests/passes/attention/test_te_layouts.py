@@ -21,7 +21,7 @@ import pytest
 from converter.runtime.convert import convert_text
 from converter.runtime.program import program_from_module
 from passes import PassOptions
-from tests.passes.attention.test_te_attention import cu_of, jax_attention, numpy_attention, rand, shape, te_config, visibility
+from tests.passes.attention.test_te_fused_attention import cu_of, jax_attention, numpy_attention, rand, shape, te_config, visibility
 from tests.helpers import assert_close
 
 F32 = np.float32
