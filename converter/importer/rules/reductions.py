@@ -8,10 +8,6 @@ from converter.mlir import builders as b
 from converter.importer.registry import import_rule
 
 
-def _scalar_types(values) -> list[list[ir.Type]]:
-    return [[ir.RankedTensorType.get([], b.element_type_of(v))] for v in values]
-
-
 @import_rule("reduce")
 def import_reduce(ctx, *operands):
     n = len(operands) // 2
