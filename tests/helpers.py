@@ -53,6 +53,23 @@ def convert_program(hlo_text: str, pipeline: str = "default", **kwargs) -> Progr
     return program_from_module(convert_text(hlo_text, "<test>", pipeline=pipeline, **kwargs))
 
 
+def convert_then(hlo_text: str, passes: Sequence[str], before: str = "none", options=None, **kwargs):
+    """The module imported from `hlo_text` (then the pipeline `before`), after running the
+    passes `passes` on it alone: how a test looks at one pass's rewrite."""
+    from passes import PassOptions, run_pipeline
+
+    module = convert_text(hlo_text, "<test>", pipeline=before, **kwargs)
+    run_pipeline(module, list(passes), options or PassOptions(path="<test>"))
+    return module
+
+
+def ops_named(module, name: str) -> list:
+    """The operations called `name` anywhere in `module`."""
+    from passes import rewrite
+
+    return list(rewrite.walk(module, name))
+
+
 def run_ours(hlo_text: str, inputs: Sequence[np.ndarray], pipeline: str = "default", **kwargs) -> list[np.ndarray]:
     return convert_program(hlo_text, pipeline, **kwargs)(*inputs)
 
@@ -107,5 +124,6 @@ def differential(hlo_text: str, inputs: Sequence[np.ndarray], **kwargs) -> list[
     return ours
 
 
-__all__ = ["TOLERANCES", "assert_all_close", "assert_close", "tolerance", "convert_program", "differential",
+__all__ = ["TOLERANCES", "assert_all_close", "assert_close", "tolerance", "convert_program", "convert_then",
+           "differential", "ops_named",
            "random_array", "run_ours", "run_xla"]
