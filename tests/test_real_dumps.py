@@ -79,8 +79,10 @@ def _case(backend: str, name: str):
     return pytest.param(backend, name, id=f"{backend}-{name}", marks=marks)
 
 
-@pytest.mark.parametrize("backend, name", [_case(b, n) for b, n in CASES])
-def test_dump_matches_jax(backend, name):
+def jax_case(backend: str, name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The inputs of catalog program `name` as the dump in tests/dumps/<backend> takes them
+    (with a leading device axis for a multi-device dump) and JAX's own CPU outputs for
+    them, laid out alike: the independent oracle for anything computed from that dump."""
     program = BY_NAME[name]
     mesh = Mesh(np.array(jax.devices()[: program.devices]).reshape(program.mesh_shape), program.axis_names)
     args = program.inputs(np.random.default_rng(0))
@@ -94,15 +96,14 @@ def test_dump_matches_jax(backend, name):
         kwargs["out_shardings"] = NamedSharding(mesh, out) if isinstance(out, P) else \
             tuple(NamedSharding(mesh, o) for o in out)
     want = jax.tree_util.tree_leaves(jax.jit(program.build(mesh), **kwargs)(*placed))
-    dump = load(str(DUMPS / backend / f"{name}.hlo"))
-    n = program.devices
-    if n > 1:
-        inputs = [_per_device(a, mesh) for a in placed]
-        want = [_per_device(w, mesh) for w in want]
-    else:
-        inputs = [np.asarray(a) for a in args]
-        want = [np.asarray(w) for w in want]
-    got = dump(*inputs)
+    if program.devices > 1:
+        return [_per_device(a, mesh) for a in placed], [_per_device(w, mesh) for w in want]
+    return [np.asarray(a) for a in args], [np.asarray(w) for w in want]
+
+
+def assert_like_jax(backend: str, name: str, got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """Outputs of the dump `backend/name` (however converted and run) against JAX's, with
+    the tolerances above for what the backend computes differently."""
     assert len(got) == len(want)
     if name in CANONICAL_FORM:
         got, want = CANONICAL_FORM[name](*got), CANONICAL_FORM[name](*want)
@@ -116,6 +117,13 @@ def test_dump_matches_jax(backend, name):
             assert_close(g, w, rtol=tol, atol=tol * max(scale, 1.0), what=f"{backend}/{name} output {i}")
         else:
             assert_close(g, w, what=f"{backend}/{name} output {i}")
+
+
+@pytest.mark.parametrize("backend, name", [_case(b, n) for b, n in CASES])
+def test_dump_matches_jax(backend, name):
+    inputs, want = jax_case(backend, name)
+    dump = load(str(DUMPS / backend / f"{name}.hlo"))
+    assert_like_jax(backend, name, dump(*inputs), want)
 
 
 SPLIT_K_DUMPS = sorted(p.stem for p in (DUMPS / "gpu_triton").glob("spmd_splitk_*.hlo"))

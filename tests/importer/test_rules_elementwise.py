@@ -3,7 +3,7 @@ XLA running the same HLO (tests/helpers.py: differential) on inputs full of the 
 where semantics differ: signed zeros, infinities, NaN, halves, integer extremes, shift
 amounts at and beyond the bit width.
 
-Tolerances: the dtype table (converter.runtime.compare.TOLERANCES: a few ulps) where the two
+Tolerances: the dtype table (tests/helpers.py TOLERANCES: a few ulps) where the two
 paths may evaluate a transcendental function differently; exact (rtol=atol=0) where the
 op has exactly one correct answer (rounding, conversion, integer arithmetic, bit
 manipulation), said at each test."""

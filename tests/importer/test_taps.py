@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from converter.runtime.convert import convert_module
-from converter.runtime.compare import compare
 from converter.hlo.parser import parse_hlo_file
 from converter.importer.core import ImportOptions
 from converter.runtime.program import program_from_module
 from converter.importer.taps import TapError, TapRequest, truncated_module
 from converter.runtime.xla_oracle import xla_program
+from tests.helpers import assert_close
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU = os.path.join(ROOT, "tests", "dumps", "cpu")
@@ -68,8 +68,7 @@ def test_taps_match_xla_on_truncated_modules(name):
         for key, e in zip(leaves, expected):
             # Same HLO ops on the same CPU compiler: the dtype's round-off tolerance
             # covers the different fusion decisions of the two compiles.
-            d = compare(by_key[key], e)
-            assert d.ok, f"{name}: {key}: max abs {d.max_abs}, {d.mismatches} mismatches"
+            assert_close(by_key[key], e, what=f"{name}: {key}")
             checked += 1
     assert checked >= len(names)
 
