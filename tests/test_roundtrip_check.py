@@ -88,14 +88,14 @@ def test_check_reports_a_deliberate_mismatch(tmp_path, monkeypatch, capsys):
     """A converter bug that changes numbers on the second conversion must fail `check`."""
     path = tmp_path / "small.hlo"
     path.write_text(SMALL)
-    import converter.tools.export as export
+    import converter.tools.check as check
 
-    real = export.export_hlo_text
+    real = check.export_hlo_text
 
     def corrupt(module):  # the exported HLO multiplies instead of adding in the reducer
         return real(module).replace(" add(", " multiply(", 1)
 
-    monkeypatch.setattr(export, "export_hlo_text", corrupt)
+    monkeypatch.setattr(check, "export_hlo_text", corrupt)
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "DIFFERS" in out and "outputs differ beyond the dtype tolerance: out0" in out
