@@ -375,6 +375,10 @@ BLOCKED_CASES = {
         lambda: [(f32(200, 6) + 1j * f32(200, 6)).astype(np.complex64),
                  (f32(6, 3) + 1j * f32(6, 3)).astype(np.complex64)],
         lambda a, b: [(0.5 + 2j) * (a @ b)]),
+    # Large enough for the CPU's blocked GEMM kernels (register tiles, cache blocking of k).
+    "bf16_large": (
+        ["bf16[2048,512]{1,0}", "bf16[512,1024]{1,0}"], "(bf16[2048,1024]{1,0}, s8[1024]{0})", gemm_config(),
+        lambda: [bf16(2048, 512), bf16(512, 1024)], lambda a, b: [a @ b]),
     "int8": (
         ["s8[192,64]{1,0}", "s8[64,3]{1,0}"], "(s32[192,3]{1,0}, s8[1024]{0})", gemm_config(),
         lambda: [RNG.integers(-128, 127, (192, 64)).astype(np.int8), RNG.integers(-128, 127, (64, 3)).astype(np.int8)],
