@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from converter.api import convert_text
+from passes import PassOptions
 from tests.helpers import assert_close, convert_program, run_xla
 
 
@@ -331,8 +332,6 @@ def test_qwen_sample_converts_without_custom_calls():
 
 
 def run_blocked(text, inputs, block_bytes):
-    from passes import PassOptions
-
     module = str(convert_text(text, "gemm.hlo", pass_options=PassOptions(gemm_block_bytes=block_bytes)))
     assert "custom_call" not in module and "stablehlo.while" in module, module
     return convert_program(text, pass_options=PassOptions(gemm_block_bytes=block_bytes))(*inputs)
@@ -449,8 +448,6 @@ def test_blocked_fp8_gemm_keeps_saturation_and_amax_over_all_blocks():
 def test_block_plan_slices_the_larger_operand(lhs, rhs, dims, sliced):
     """Which operands the blocked loop slices: those of the dimension leaving the fewest
     bytes whole."""
-    from passes import PassOptions
-
     def shape(s):
         return f"bf16[{','.join(map(str, s))}]{{{','.join(map(str, reversed(range(len(s)))))}}}"
 
