@@ -19,16 +19,14 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from converter.runtime.program import device_bytes  # noqa: E402
+
 GIB = 1 << 30
-
-
-def _total(m: dict[str, int]) -> int:
-    return m["argument_bytes"] + m["output_bytes"] - m["alias_bytes"] + m["temp_bytes"]
 
 
 def _row(name: str, ours: dict[str, int], original: str, ratio: str) -> None:
     print(f"{name:<44} {ours['argument_bytes'] / GIB:>8.3f} {ours['output_bytes'] / GIB:>8.3f} "
-          f"{ours['alias_bytes'] / GIB:>8.3f} {ours['temp_bytes'] / GIB:>8.3f} {_total(ours) / GIB:>8.3f}  "
+          f"{ours['alias_bytes'] / GIB:>8.3f} {ours['temp_bytes'] / GIB:>8.3f} {device_bytes(ours) / GIB:>8.3f}  "
           f"{original:<28} {ratio}")
 
 
@@ -37,6 +35,9 @@ def main() -> None:
     parser.add_argument("--maxtext", action="store_true", help="also the 16-device MaxText sample (about a minute)")
     args = parser.parse_args()
 
+    from converter.runtime.program import configure_cpu_devices
+
+    configure_cpu_devices(16 if args.maxtext else 4)  # JAX fixes the count once: the most any dump needs
     from converter.tools.memory.analysis import summarize
     from converter.tools.memory.parser import load_buffer_assignment
     from converter.runtime.program import load
@@ -52,7 +53,7 @@ def main() -> None:
         maxtext = ROOT / "samples" / "gpu_maxtext_train_step_te_fused_attention.hlo"
         ours = load(str(maxtext)).compile_only()
         device = 80e9
-        _row(maxtext.stem, ours, "80 GB H100", f"total {_total(ours) / device:.2f}x")
+        _row(maxtext.stem, ours, "80 GB H100", f"total {device_bytes(ours) / device:.2f}x")
 
     import jax
     import jax.numpy as jnp
@@ -85,8 +86,8 @@ def main() -> None:
             path = pathlib.Path(tmp) / "dump.hlo"
             path.write_text(compiled.as_text())
             ours = load(str(path)).compile_only()
-            _row(name, ours, f"JAX CPU total {_total(theirs) / GIB:.3f}",
-                 f"total {_total(ours) / max(1, _total(theirs)):.2f}x")
+            _row(name, ours, f"JAX CPU total {device_bytes(theirs) / GIB:.3f}",
+                 f"total {device_bytes(ours) / max(1, device_bytes(theirs)):.2f}x")
 
 
 if __name__ == "__main__":

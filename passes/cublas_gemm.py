@@ -18,6 +18,10 @@ hipBLASLt) and `__cublas$triangularSolve` (not a GEMM; it shares the prefix and 
     D   = convert(X, D's type)                     one rounding
     result = (D, [AUX], [AMAX], s8 workspace)      the workspace carries nothing
 
+A GEMM whose CPU working set exceeds GEMM_BLOCK_BYTES is computed in blocks of one output
+dimension (a loop; the same result bit for bit, see "Blocked GEMMs" below): XLA's CPU
+compiler runs bf16 dots on f32 copies of the operands, which cuBLAS never held.
+
 Everything between P and D is computed in the cuBLAS "scale type": f32 for f8/f16/bf16/
 f32 outputs, f64 for f64, the complex type for c64/c128 (alpha and beta are rounded from
 the config's doubles to it, as the runtime casts them).  Products are exact (f8/f16/bf16
@@ -78,6 +82,8 @@ from typing import Any
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from converter.hlo.ir import ELEMENT_BITS, FLOAT_TYPES
+from converter.mlir.context import hlo_element_type
 from passes.lib import rewrite as rw
 from passes.lib.registry import PassOptions, register_pass
 
@@ -145,7 +151,7 @@ class GemmOperands:
                targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE))
 def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, GEMM_TARGETS):
-        lower_cublas_matmul(op)
+        lower_cublas_matmul(op, options.gemm_block_bytes)
     for op in rw.custom_calls(module, LT_MATMUL_MX):
         lower_cublas_lt_matmul_mx(op)
     for op in rw.custom_calls(module, TRIANGULAR_SOLVE):
@@ -291,9 +297,10 @@ def _precision_attr(gemm: dict[str, Any]) -> ir.Attribute | None:
 # Building the replacement
 
 
-def lower_cublas_matmul(op: ir.Operation) -> None:
+def lower_cublas_matmul(op: ir.Operation, block_bytes: int = 0) -> None:
     """`__cublas$gemm`, `__cublas$lt$matmul`, `__cublas$lt$matmul$f8` → dot_general and
-    the epilogue as plain ops (module doc)."""
+    the epilogue as plain ops (module doc); one whose CPU working set exceeds
+    `block_bytes` (0: GEMM_BLOCK_BYTES) in blocks (`_block_plan`)."""
     b = rw.build
     target = rw.call_target(op)
     gemm = gemm_backend_config(op)
@@ -334,55 +341,225 @@ def lower_cublas_matmul(op: ir.Operation) -> None:
     if integer_out and (alpha_real != 1 or beta != 0 or epilogue != EPILOGUES["DEFAULT"]):
         raise rw.op_error(op, f"an integer GEMM with gemm_backend_config alpha_real={alpha_real}, beta={beta}, "
                               f"epilogue={gemm.get('epilogue', 'DEFAULT')}: XLA never fuses into these")
-
+    if call.c is not None and b.shape_of(call.c) != shape:
+        raise rw.op_error(op, f"the addend C has shape {b.shape_of(call.c)}, not D's {shape}")
+    spec = _GemmSpec(op, gemm, call, epilogue, d_type, scale_t,
+                     # s8 x s8 accumulates exactly in s32; everything else in the scale type.
+                     ir.IntegerType.get_signless(32) if integer_in else scale_t,
+                     complex(alpha_real, alpha_imag) if complex_out else alpha_real, beta,
+                     [ir.RankedTensorType(r.type).element_type for r in results[1:n_values]],
+                     _bias_dims(op, call, d_type) if call.bias is not None else [])
     with rw.at(op):
         if target == LEGACY_GEMM and alpha_real == 0 and alpha_imag == 0 and beta == 0:
             # RunGemm writes zeros without reading A or B (NaN/Inf in them do not matter).
             _replace(op, [b.scalar_constant(0, d_elem, shape)], n_values)
             return
-        lhs, rhs = call.a, call.b
-        if _is_fp8(a_elem) or _is_fp8(b_elem):
-            # Every fp8 value is an f32 value: products and sums as cuBLASLt's f32 compute type.
-            lhs, rhs = b.convert(lhs, scale_t), b.convert(rhs, scale_t)
-        # s8 x s8 accumulates exactly in s32; everything else in the scale type.
-        product_elem = ir.IntegerType.get_signless(32) if integer_in else scale_t
-        x = _dot_general(op, lhs, rhs, gemm, ir.RankedTensorType.get(shape, product_elem))
-        x = b.convert(x, scale_t)
-        if integer_out:
-            _replace(op, [x], n_values)
-            return
-        if alpha_real != 1 or alpha_imag != 0:
-            alpha = complex(alpha_real, alpha_imag) if complex_out else alpha_real
-            x = b.binary("multiply", x, b.scalar_constant(alpha, scale_t, shape))
-        if call.a_scale is not None:
-            # Both scales multiply the product (the rewriter inverts divisors into them).
-            scale = b.binary("multiply", b.convert(call.a_scale, scale_t), b.convert(call.b_scale, scale_t))
-            x = b.binary("multiply", x, b.broadcast_in_dim(scale, shape, []))
-        if call.c is not None:
-            if b.shape_of(call.c) != shape:
-                raise rw.op_error(op, f"the addend C has shape {b.shape_of(call.c)}, not D's {shape}")
-            c = b.convert(call.c, scale_t)
-            if call.c_scale is not None:
-                c = b.binary("multiply", c, b.broadcast_in_dim(b.convert(call.c_scale, scale_t), shape, []))
-            if beta != 1:
-                c = b.binary("multiply", c, b.scalar_constant(beta, scale_t, shape))
-            x = b.binary("add", x, c)
-        if call.bias is not None:
-            x = b.binary("add", x, _broadcast_bias(op, call, b.convert(call.bias, scale_t), d_type))
-        aux = None
-        if epilogue.has_aux:
-            aux = b.convert(x, ir.RankedTensorType(results[1].type).element_type)
-        x = _activation(x, epilogue.activation)
-        amax = None
-        if has_amax:
-            amax = b.reduce(b.unary("abs", x), list(range(len(shape))), "maximum", 0.0)
-            amax = b.convert(amax, ir.RankedTensorType(results[1 + epilogue.has_aux].type).element_type)
-        if call.d_scale is not None:
-            fmax = FP8_OUTPUT_MAX[str(d_elem)]
-            x = b.binary("multiply", x, b.broadcast_in_dim(b.convert(call.d_scale, scale_t), shape, []))
-            x = b.clamp(b.scalar_constant(-fmax, scale_t), x, b.scalar_constant(fmax, scale_t))
-        values = [b.convert(x, d_elem)] + ([aux] if aux is not None else []) + ([amax] if amax is not None else [])
+        plan = _block_plan(spec, block_bytes or GEMM_BLOCK_BYTES)
+        if plan is None:
+            values = _gemm_values(spec, _operand_values(spec), shape)
+        else:
+            values = _blocked_gemm_values(spec, *plan)
     _replace(op, values, n_values)
+
+
+@dataclass
+class _GemmSpec:
+    """One GEMM call as read from the dump: what `_gemm_values` computes from operands."""
+
+    op: ir.Operation
+    gemm: dict[str, Any]
+    call: GemmOperands
+    epilogue: Epilogue
+    d_type: ir.RankedTensorType
+    scale_t: ir.Type
+    product_elem: ir.Type
+    alpha: float | complex
+    beta: float
+    extra_elems: list[ir.Type]  # AUX's, AMAX's element types (those the call has)
+    bias_dims: list[int]  # D's dimension along which each bias dimension runs
+
+
+# Operand roles of GemmOperands in the order `_operand_values` lists them.
+_ROLES = ("a", "b", "c", "bias", "a_scale", "b_scale", "c_scale", "d_scale")
+
+
+def _operand_values(spec: _GemmSpec) -> dict[str, ir.Value]:
+    return {role: getattr(spec.call, role) for role in _ROLES if getattr(spec.call, role) is not None}
+
+
+def _gemm_values(spec: _GemmSpec, v: dict[str, ir.Value], shape: list[int]) -> list[ir.Value]:
+    """D, [AUX], [AMAX] of the GEMM of operands `v` (keyed by role) whose output has shape
+    `shape`: the whole call, or one block of it (`_blocked_gemm_values`)."""
+    b = rw.build
+    scale_t, d_elem = spec.scale_t, spec.d_type.element_type
+    lhs, rhs = v["a"], v["b"]
+    if _is_fp8(b.element_type_of(lhs)) or _is_fp8(b.element_type_of(rhs)):
+        # Every fp8 value is an f32 value: products and sums as cuBLASLt's f32 compute type.
+        lhs, rhs = b.convert(lhs, scale_t), b.convert(rhs, scale_t)
+    x = _dot_general(spec.op, lhs, rhs, spec.gemm, ir.RankedTensorType.get(shape, spec.product_elem))
+    x = b.convert(x, scale_t)
+    if isinstance(d_elem, ir.IntegerType):
+        return [x]
+    if spec.alpha != 1:
+        x = b.binary("multiply", x, b.scalar_constant(spec.alpha, scale_t, shape))
+    if "a_scale" in v:
+        # Both scales multiply the product (the rewriter inverts divisors into them).
+        scale = b.binary("multiply", b.convert(v["a_scale"], scale_t), b.convert(v["b_scale"], scale_t))
+        x = b.binary("multiply", x, b.broadcast_in_dim(scale, shape, []))
+    if "c" in v:
+        c = b.convert(v["c"], scale_t)
+        if "c_scale" in v:
+            c = b.binary("multiply", c, b.broadcast_in_dim(b.convert(v["c_scale"], scale_t), shape, []))
+        if spec.beta != 1:
+            c = b.binary("multiply", c, b.scalar_constant(spec.beta, scale_t, shape))
+        x = b.binary("add", x, c)
+    if "bias" in v:
+        x = b.binary("add", x, b.broadcast_in_dim(b.convert(v["bias"], scale_t), shape, spec.bias_dims))
+    extra = iter(spec.extra_elems)
+    aux = b.convert(x, next(extra)) if spec.epilogue.has_aux else None
+    x = _activation(x, spec.epilogue.activation)
+    amax = None
+    if bool(spec.gemm.get("damax_output", False)):
+        amax = b.convert(b.reduce(b.unary("abs", x), list(range(len(shape))), "maximum", 0.0), next(extra))
+    if "d_scale" in v:
+        fmax = FP8_OUTPUT_MAX[str(d_elem)]
+        x = b.binary("multiply", x, b.broadcast_in_dim(b.convert(v["d_scale"], scale_t), shape, []))
+        x = b.clamp(b.scalar_constant(-fmax, scale_t), x, b.scalar_constant(fmax, scale_t))
+    return [b.convert(x, d_elem)] + ([aux] if aux is not None else []) + ([amax] if amax is not None else [])
+
+
+# ---------------------------------------------------------------------------------------
+# Blocked GEMMs
+#
+# XLA's CPU compiler runs a bf16/f16 dot on f32 copies of its operands, and the rewrite's
+# product lives in the scale type before its rounding to D: a GEMM that cuBLAS ran on
+# bf16 tensors holds, on the CPU, f32 copies up to three times its bf16 size (the MaxText
+# sample: f32[65536,32768] for one operand).  Such a GEMM is computed in blocks of one
+# output dimension (a batch dimension, or a free dimension of the larger operand): a loop
+# slices the operands, runs the same dot and epilogue on the block and writes it into D.
+# Each element is the same dot product over the same k, and the blocks start at multiples
+# of BLOCK_ALIGN rows, so every row keeps its place in the CPU kernel's register tiles
+# (Eigen and YNNPACK tile rows by 8 or 16 lanes and treat a partial tile differently): the
+# result is the unblocked one bit for bit.
+
+# Bytes of a GEMM's working set on the CPU (operands as the dot reads them, the product
+# in its element type) above which it is computed in blocks of about this size.
+GEMM_BLOCK_BYTES = 256 << 20
+# Blocks are multiples of this many rows (a multiple of every CPU vector width in elements).
+BLOCK_ALIGN = 64
+
+
+def _cpu_bytes(t: ir.Type) -> int:
+    """Bytes per element of a dot operand or product as XLA's CPU dot holds it: floats
+    narrower than 32 bits widened to f32."""
+    name = hlo_element_type(t)
+    bits = ELEMENT_BITS[name]
+    if name in FLOAT_TYPES:
+        bits = max(bits, 32)
+    return max(1, bits // 8)
+
+
+def _output_dim_sources(spec: _GemmSpec) -> list[tuple[int | None, int | None]]:
+    """For each dimension of D (dot_general's order: batch, lhs free, rhs free), the
+    dimension of A and of B it comes from (None: not in that operand)."""
+    b = rw.build
+    numbers = _dimension_numbers(spec.gemm)
+    lhs_b, rhs_b = list(numbers.lhs_batching_dimensions), list(numbers.rhs_batching_dimensions)
+    lhs_c, rhs_c = list(numbers.lhs_contracting_dimensions), list(numbers.rhs_contracting_dimensions)
+    free_a = [i for i in range(len(b.shape_of(spec.call.a))) if i not in lhs_b and i not in lhs_c]
+    free_b = [i for i in range(len(b.shape_of(spec.call.b))) if i not in rhs_b and i not in rhs_c]
+    return list(zip(lhs_b, rhs_b)) + [(i, None) for i in free_a] + [(None, i) for i in free_b]
+
+
+def _block_plan(spec: _GemmSpec, block_bytes: int) -> tuple[int, int] | None:
+    """(dimension of D, block size) when the GEMM's CPU working set exceeds `block_bytes`:
+    the dimension whose blocking leaves the fewest bytes whole (the larger operand's), in
+    blocks of about `block_bytes`, a multiple of BLOCK_ALIGN (a divisor of the dimension
+    where one is near); None to compute it whole."""
+    b = rw.build
+    a, bm = spec.call.a, spec.call.b
+    sizes = {"a": math.prod(b.shape_of(a)) * _cpu_bytes(b.element_type_of(a)),
+             "b": math.prod(b.shape_of(bm)) * _cpu_bytes(b.element_type_of(bm)),
+             "d": math.prod(spec.d_type.shape) * _cpu_bytes(spec.product_elem)}
+    sources = _output_dim_sources(spec)
+    if sum(sizes.values()) <= block_bytes or len(spec.d_type.shape) != len(sources):
+        return None
+    best = None
+    for dim, (in_a, in_b) in enumerate(sources):
+        extent = spec.d_type.shape[dim]
+        if extent < 2 * BLOCK_ALIGN:
+            continue
+        sliced = sizes["d"] + (sizes["a"] if in_a is not None else 0) + (sizes["b"] if in_b is not None else 0)
+        key = (sum(sizes.values()) - sliced, -extent)
+        if best is None or key < best[0]:
+            best = (key, dim, sliced)
+    if best is None:
+        return None
+    _, dim, sliced = best
+    extent = spec.d_type.shape[dim]
+    rows = extent * block_bytes // sliced  # rows of about block_bytes
+    size = max(BLOCK_ALIGN, rows - rows % BLOCK_ALIGN)
+    for candidate in range(size, size // 2, -BLOCK_ALIGN):
+        if extent % candidate == 0:
+            return dim, candidate
+    return (dim, size) if size < extent else None
+
+
+def _blocked_gemm_values(spec: _GemmSpec, dim: int, size: int) -> list[ir.Value]:
+    """The GEMM in blocks of `size` along D's dimension `dim`: a loop over the whole
+    blocks, then the rows left (fewer than `size`, from a multiple of `size`) as one more
+    block of their own size."""
+    b = rw.build
+    i32 = ir.IntegerType.get_signless(32)
+    shape = list(spec.d_type.shape)
+    extent = shape[dim]
+    blocks, tail = divmod(extent, size)
+    in_a, in_b = _output_dim_sources(spec)[dim]
+    operands = _operand_values(spec)
+    roles = list(operands)
+    # Per role: the operand dimension that runs along D's `dim` (None: not sliced).
+    along: dict[str, int | None] = {role: None for role in roles}
+    along["a"], along["b"] = in_a, in_b
+    if "c" in operands:
+        along["c"] = dim
+    if "bias" in operands and dim in spec.bias_dims:
+        along["bias"] = spec.bias_dims.index(dim)
+    has_amax = bool(spec.gemm.get("damax_output", False))
+    values = [b.zeros_like_type(ir.RankedTensorType.get(shape, spec.d_type.element_type))]
+    if spec.epilogue.has_aux:
+        values.append(b.zeros_like_type(ir.RankedTensorType.get(shape, spec.extra_elems[0])))
+    if has_amax:
+        values.append(b.scalar_constant(0, spec.extra_elems[-1]))
+    n = len(values)
+
+    def block(start: ir.Value, rows: int, acc: list[ir.Value], v: list[ir.Value]) -> list[ir.Value]:
+        zero = b.scalar_constant(0, i32)
+        sliced: dict[str, ir.Value] = {}
+        for role, value in zip(roles, v):
+            d = along[role]
+            full = b.shape_of(value)
+            sliced[role] = value if d is None else b.dynamic_slice(
+                value, [start if k == d else zero for k in range(len(full))], full[:d] + [rows] + full[d + 1:])
+        new = _gemm_values(spec, sliced, shape[:dim] + [rows] + shape[dim + 1:])
+        starts = [start if k == dim else zero for k in range(len(shape))]
+        out = [b.dynamic_update_slice(whole, part, starts) for whole, part in zip(acc[:n - has_amax], new)]
+        if has_amax:
+            # max is exact: the maximum of the blocks' maxima is D's.
+            out.append(b.binary("maximum", acc[-1], new[-1]))
+        return out
+
+    def cond(i, *rest):
+        return b.compare(i, b.scalar_constant(blocks, i32), "LT", "SIGNED")
+
+    def body(i, *rest):
+        start = b.binary("multiply", i, b.scalar_constant(size, i32))
+        return [b.binary("add", i, b.scalar_constant(1, i32)), *block(start, size, list(rest[:n]), list(rest[n:])),
+                *rest[n:]]
+
+    results = b.while_loop([b.scalar_constant(0, i32), *values, *operands.values()], cond, body)[1:1 + n]
+    if tail:
+        results = block(b.scalar_constant(blocks * size, i32), tail, results, list(operands.values()))
+    return results
 
 
 def _dot_general(op: ir.Operation, lhs: ir.Value, rhs: ir.Value, gemm: dict[str, Any],
@@ -415,12 +592,12 @@ def _replace(op: ir.Operation, values: list[ir.Value], n_values: int) -> None:
     rw.replace(op, values + rest)
 
 
-def _broadcast_bias(op: ir.Operation, call: GemmOperands, bias: ir.Value, d_type: ir.RankedTensorType) -> ir.Value:
+def _bias_dims(op: ir.Operation, call: GemmOperands, d_type: ir.RankedTensorType) -> list[int]:
     """cuBLASLt adds the bias vector along D's physically most-minor dimensions: bias
     dimension bias_m2m[i] runs along D dimension d_m2m[i] (FuseVectorBiasAdd's check,
-    MakeOutputColumnMajor); it is broadcast over every other dimension, batch included."""
-    b = rw.build
-    bias_shape = b.shape_of(bias)
+    MakeOutputColumnMajor); it is broadcast over every other dimension, batch included.
+    The D dimension of each bias dimension."""
+    bias_shape = rw.build.shape_of(call.bias)
     if len(bias_shape) > d_type.rank:
         raise rw.op_error(op, f"bias of shape {bias_shape} has more dimensions than the output {d_type}")
     d_m2m = rw.dump_layout(op, "result", 0, d_type.rank)
@@ -431,7 +608,7 @@ def _broadcast_bias(op: ir.Operation, call: GemmOperands, bias: ir.Value, d_type
     if any(bias_shape[i] != d_type.shape[d] for i, d in enumerate(dims)):
         raise rw.op_error(op, f"bias of shape {bias_shape} does not run along the physically minor dimensions "
                               f"{dims} of the output {d_type} (layout {d_m2m})")
-    return b.broadcast_in_dim(bias, list(d_type.shape), dims)
+    return dims
 
 
 def _activation(x: ir.Value, activation: str | None) -> ir.Value:

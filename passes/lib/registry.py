@@ -26,6 +26,9 @@ class PassOptions:
     # Query/key block size of the portable attention (0: chosen from the shapes).  Tests
     # set it small to exercise the blockwise loops on small shapes.
     attention_block: int = 0
+    # Bytes of a GEMM's CPU working set above which cublas-gemm computes it in blocks
+    # (0: its default).  Tests set it small to exercise the blocked loop on small shapes.
+    gemm_block_bytes: int = 0
 
 
 PassFn = Callable[[ir.Module, PassOptions], None]

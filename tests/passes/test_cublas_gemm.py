@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from converter.runtime.convert import convert_text
+from passes import PassOptions
 from tests.helpers import assert_close, convert_program, run_xla
 
 
@@ -206,22 +207,27 @@ def test_f8_scaled_inputs_f32_output():
     assert_close(d, want.astype(np.float32), rtol=1e-5, atol=1e-4)
 
 
-def test_f8_output_saturates_after_d_scale_and_reports_amax():
-    a, b = f8(16, 16), f8(16, 16)
-    scales = [np.float32(2.0), np.float32(4.0), np.float32(2.0)]
-    text = f"""HloModule gemm
+def f8_relu_amax_module(rows: int) -> str:
+    """An fp8 GEMM [rows, 16] x [16, 16]ᵀ with RELU, a saturating fp8 D and AMAX."""
+    return f"""HloModule gemm
 ENTRY main {{
-  p0 = f8e4m3fn[16,16]{{1,0}} parameter(0)
+  p0 = f8e4m3fn[{rows},16]{{1,0}} parameter(0)
   p1 = f8e4m3fn[16,16]{{1,0}} parameter(1)
   p2 = f32[] parameter(2)
   p3 = f32[] parameter(3)
   p4 = f32[] parameter(4)
-  g = (f8e4m3fn[16,16]{{1,0}}, f32[], s8[1024]{{0}}) custom-call(p0, p1, p2, p3, p4), custom_call_target="__cublas$lt$matmul$f8", backend_config={gemm_config("RELU", lhs_c=(1,), rhs_c=(1,), damax=True)}
-  d = f8e4m3fn[16,16]{{1,0}} get-tuple-element(g), index=0
+  g = (f8e4m3fn[{rows},16]{{1,0}}, f32[], s8[1024]{{0}}) custom-call(p0, p1, p2, p3, p4), custom_call_target="__cublas$lt$matmul$f8", backend_config={gemm_config("RELU", lhs_c=(1,), rhs_c=(1,), damax=True)}
+  d = f8e4m3fn[{rows},16]{{1,0}} get-tuple-element(g), index=0
   amax = f32[] get-tuple-element(g), index=1
-  ROOT t = (f8e4m3fn[16,16]{{1,0}}, f32[]) tuple(d, amax)
+  ROOT t = (f8e4m3fn[{rows},16]{{1,0}}, f32[]) tuple(d, amax)
 }}
 """
+
+
+def test_f8_output_saturates_after_d_scale_and_reports_amax():
+    a, b = f8(16, 16), f8(16, 16)
+    scales = [np.float32(2.0), np.float32(4.0), np.float32(2.0)]
+    text = f8_relu_amax_module(16)
     d, amax = run(text, a, b, *scales)
     x = np.maximum(2.0 * 4.0 * (a.astype(np.float64) @ b.astype(np.float64).T), 0)
     # AMAX: post-activation, before d_scale, in f32.
@@ -232,25 +238,27 @@ ENTRY main {{
     assert_close(d.astype(np.float32), want.astype(np.float32), rtol=0.07, atol=0)
 
 
-def test_plain_gemm_matches_xla_running_the_dot_itself():
-    """Differential: the custom-call rewritten vs XLA computing `dot + bias + max(.,0)`."""
-    a, b, bias = f32(8, 16), f32(16, 4), f32(4)
-    plain = """HloModule plain
-ENTRY main {
-  p0 = f32[8,16]{1,0} parameter(0)
-  p1 = f32[16,4]{1,0} parameter(1)
-  p2 = f32[4]{0} parameter(2)
-  d = f32[8,4]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  bb = f32[8,4]{1,0} broadcast(p2), dimensions={1}
-  s = f32[8,4]{1,0} add(d, bb)
+@pytest.mark.parametrize("rows, block_bytes", [(8, 0), (320, 1)])
+def test_plain_gemm_matches_xla_running_the_dot_itself(rows, block_bytes):
+    """Differential: the custom-call rewritten (whole, or in blocks of 64 rows with a last
+    block of the rest) vs XLA computing `dot + bias + max(.,0)`."""
+    a, b, bias = f32(rows, 16), f32(16, 4), f32(4)
+    plain = f"""HloModule plain
+ENTRY main {{
+  p0 = f32[{rows},16]{{1,0}} parameter(0)
+  p1 = f32[16,4]{{1,0}} parameter(1)
+  p2 = f32[4]{{0}} parameter(2)
+  d = f32[{rows},4]{{1,0}} dot(p0, p1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  bb = f32[{rows},4]{{1,0}} broadcast(p2), dimensions={{1}}
+  s = f32[{rows},4]{{1,0}} add(d, bb)
   z = f32[] constant(0)
-  zb = f32[8,4]{1,0} broadcast(z), dimensions={}
-  ROOT r = f32[8,4]{1,0} maximum(s, zb)
-}
+  zb = f32[{rows},4]{{1,0}} broadcast(z), dimensions={{}}
+  ROOT r = f32[{rows},4]{{1,0}} maximum(s, zb)
+}}
 """
-    text = module(["f32[8,16]{1,0}", "f32[16,4]{1,0}", "f32[4]{0}"], "(f32[8,4]{1,0}, s8[1024]{0})",
+    text = module([f"f32[{rows},16]{{1,0}}", "f32[16,4]{1,0}", "f32[4]{0}"], f"(f32[{rows},4]{{1,0}}, s8[1024]{{0}})",
                   "__cublas$lt$matmul", gemm_config("BIAS_RELU"))
-    (ours,) = run(text, a, b, bias)
+    (ours,) = run_blocked(text, [a, b, bias], block_bytes) if block_bytes else run(text, a, b, bias)
     (theirs,) = run_xla(plain, [a, b, bias])
     assert_close(ours, theirs)
 
@@ -315,3 +323,137 @@ def test_qwen_sample_converts_without_custom_calls():
 
     text = str(convert_text((SAMPLES / "gpu_torchxla_qwen_decode_cublas.hlo").read_text()))
     assert "custom_call" not in text and text.count("stablehlo.dot_general") >= 5
+
+
+# ---------------------------------------------------------------------------------------
+# Blocked GEMMs: a call whose CPU working set exceeds PassOptions.gemm_block_bytes is
+# computed in blocks of one output dimension.  Each element is the same dot product, so the
+# blocked result must equal the unblocked one bit for bit; NumPy checks the meaning.
+
+
+def run_blocked(text, inputs, block_bytes):
+    module = str(convert_text(text, "gemm.hlo", pass_options=PassOptions(gemm_block_bytes=block_bytes)))
+    assert "custom_call" not in module and "stablehlo.while" in module, module
+    return convert_program(text, pass_options=PassOptions(gemm_block_bytes=block_bytes))(*inputs)
+
+
+def assert_same_bits(actual, expected):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    np.testing.assert_array_equal(actual.reshape(-1).view(np.uint8), expected.reshape(-1).view(np.uint8))
+
+
+def bf16(*shape):
+    return f32(*shape).astype(ml_dtypes.bfloat16)
+
+
+# (params, result, epilogue config, inputs, NumPy reference in f64 of each output before
+# its rounding); shapes chosen so that the blocked dimension differs (an LHS free
+# dimension, an RHS free dimension, a batch dimension, a column-major output's rows), with
+# and without rows left after the whole blocks.
+BLOCKED_CASES = {
+    "lhs_rows_bias_gelu_aux": (
+        ["f32[300,16]{1,0}", "f32[16,5]{1,0}", "f32[5]{0}"], "(f32[300,5]{1,0}, f32[300,5]{1,0}, s8[1024]{0})",
+        gemm_config("BIAS_GELU_AUX"), lambda: [f32(300, 16), f32(16, 5), f32(5)],
+        lambda a, b, bias: [gelu_tanh(a @ b + bias), a @ b + bias]),
+    "rhs_columns_bf16_alpha_beta_relu": (
+        ["bf16[6,16]{1,0}", "bf16[256,16]{1,0}", "bf16[6,256]{1,0}"], "(bf16[6,256]{1,0}, s8[1024]{0})",
+        gemm_config("RELU", alpha=0.75, beta=0.5, lhs_c=(1,), rhs_c=(1,)),
+        lambda: [bf16(6, 16), bf16(256, 16), bf16(6, 256)],
+        lambda a, b, c: [np.maximum(0.75 * (a @ b.T) + 0.5 * c, 0)]),
+    "batch_bf16_to_f32_rhs_batch_not_leading": (
+        ["bf16[130,8,3]{2,1,0}", "bf16[5,130,8]{2,1,0}"], "(f32[130,3,5]{2,1,0}, s8[1024]{0})",
+        gemm_config(lhs_c=(1,), rhs_c=(2,), lhs_b=(0,), rhs_b=(1,)), lambda: [bf16(130, 8, 3), bf16(5, 130, 8)],
+        lambda a, b: [np.einsum("bkm,nbk->bmn", a, b)]),
+    "column_major_output_bias_along_rows_silu": (
+        ["f32[256,12]{1,0}", "f32[12,4]{1,0}", "f32[256]{0}"], "(f32[256,4]{0,1}, s8[1024]{0})",
+        gemm_config("BIAS_SILU"), lambda: [f32(256, 12), f32(12, 4), f32(256)],
+        lambda a, b, bias: [ACTIVATIONS["silu"](a @ b + bias[:, None])]),
+    "complex_alpha": (
+        ["c64[200,6]{1,0}", "c64[6,3]{1,0}"], "(c64[200,3]{1,0}, s8[1024]{0})", gemm_config(alpha=0.5, alpha_imag=2.0),
+        lambda: [(f32(200, 6) + 1j * f32(200, 6)).astype(np.complex64),
+                 (f32(6, 3) + 1j * f32(6, 3)).astype(np.complex64)],
+        lambda a, b: [(0.5 + 2j) * (a @ b)]),
+    # Large enough for the CPU's blocked GEMM kernels (register tiles, cache blocking of k).
+    "bf16_large": (
+        ["bf16[2048,512]{1,0}", "bf16[512,1024]{1,0}"], "(bf16[2048,1024]{1,0}, s8[1024]{0})", gemm_config(),
+        lambda: [bf16(2048, 512), bf16(512, 1024)], lambda a, b: [a @ b]),
+    "int8": (
+        ["s8[192,64]{1,0}", "s8[64,3]{1,0}"], "(s32[192,3]{1,0}, s8[1024]{0})", gemm_config(),
+        lambda: [RNG.integers(-128, 127, (192, 64)).astype(np.int8), RNG.integers(-128, 127, (64, 3)).astype(np.int8)],
+        lambda a, b: [a @ b]),
+}
+
+
+def _reference(case, inputs, outputs):
+    """The NumPy value of each output, rounded to its dtype."""
+    wide = [x.astype(np.int64) if x.dtype.kind == "i" else x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+            for x in inputs]
+    return [np.asarray(w).astype(o.dtype) for w, o in zip(BLOCKED_CASES[case][4](*wide), outputs)]
+
+
+@pytest.mark.parametrize("fraction", [0, 0.6])
+@pytest.mark.parametrize("case", list(BLOCKED_CASES))
+def test_blocked_gemm_equals_unblocked_bit_for_bit_and_numpy(case, fraction):
+    """fraction: the block size as a fraction of the operands' CPU bytes (0: the smallest
+    blocks; 0.6: one or two large blocks, the rest as a smaller last block)."""
+    params, result, config, make_inputs, _ = BLOCKED_CASES[case]
+    n_out = result.count("[") - 1  # every result but the workspace
+    types = re.findall(r"\w+\[[^\]]*\]\{[^}]*\}", result)[:n_out]
+    outs = ", ".join(f"o{i}" for i in range(n_out))
+    decls = "\n".join(f"  p{i} = {p} parameter({i})" for i, p in enumerate(params))
+    gtes = "\n".join(f"  o{i} = {t} get-tuple-element(g), index={i}" for i, t in enumerate(types))
+    text = f"""HloModule gemm
+ENTRY main {{
+{decls}
+  g = {result} custom-call({", ".join(f"p{i}" for i in range(len(params)))}), custom_call_target="__cublas$lt$matmul", backend_config={config}
+{gtes}
+  ROOT t = ({", ".join(types)}) tuple({outs})
+}}
+"""
+    inputs = make_inputs()
+    # Floats as the CPU dot holds them (narrower ones widened to f32), integers as they are.
+    block_bytes = max(1, int(fraction * sum(x.size * (x.itemsize if x.dtype.kind in "iu" else max(4, x.itemsize))
+                                            for x in inputs[:2])))
+    whole = run(text, *inputs)
+    blocked = run_blocked(text, inputs, block_bytes)
+    for got, want in zip(blocked, whole):
+        assert_same_bits(got, want)
+    for got, want in zip(blocked, _reference(case, inputs, blocked)):
+        # One rounding to the output type of a value accumulated in f32 (bf16: half an ulp
+        # of 2^-8 plus the f32 sums); integers exactly.
+        tol = 8e-3 if got.dtype == ml_dtypes.bfloat16 else 1e-5
+        assert_close(got, want, rtol=tol, atol=tol)
+
+
+def test_blocked_fp8_gemm_keeps_saturation_and_amax_over_all_blocks():
+    a, b = f8(256, 16), f8(16, 16)
+    scales = [np.float32(2.0), np.float32(4.0), np.float32(2.0)]
+    text = f8_relu_amax_module(256)
+    whole = run(text, a, b, *scales)
+    blocked = run_blocked(text, [a, b, *scales], 1)
+    for got, want in zip(blocked, whole):
+        assert_same_bits(got, want)
+    x = np.maximum(8.0 * (a.astype(np.float64) @ b.astype(np.float64).T), 0)
+    assert_close(blocked[1], np.float32(np.abs(x).max()), rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("lhs, rhs, dims, sliced", [
+    # [m, k] x [k, n] with m >> n: the LHS rows; with n >> m: the RHS columns.
+    ((4096, 64), (64, 8), {}, "a"),
+    ((8, 64), (64, 4096), {}, "b"),
+    # batched, the batch larger than either free dimension: both operands.
+    ((256, 64, 64), (256, 64, 64), {"lhs_c": (2,), "rhs_c": (1,), "lhs_b": (0,), "rhs_b": (0,)}, "ab"),
+])
+def test_block_plan_slices_the_larger_operand(lhs, rhs, dims, sliced):
+    """Which operands the blocked loop slices: those of the dimension leaving the fewest
+    bytes whole."""
+    def shape(s):
+        return f"bf16[{','.join(map(str, s))}]{{{','.join(map(str, reversed(range(len(s)))))}}}"
+
+    out = [lhs[0], lhs[1], rhs[2]] if len(lhs) == 3 else [lhs[0], rhs[1]]
+    text = module([shape(lhs), shape(rhs)], f"({shape(out)}, s8[1024]{{0}})", "__cublas$lt$matmul",
+                  gemm_config(**dims))
+    mlir = str(convert_text(text, pass_options=PassOptions(gemm_block_bytes=64 << 10)))
+    sources = set(re.findall(r"stablehlo.dynamic_slice.*: \(tensor<([0-9x]+)x\w+>", mlir))
+    assert sources == {"x".join(map(str, {"a": lhs, "b": rhs}[role])) for role in sliced}, mlir
