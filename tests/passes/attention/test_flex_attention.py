@@ -1,5 +1,5 @@
 """cuDNN flex attention (passes/flex_attention.py, applied by the cudnn-fmha pass) run
-alone on real GPU dumps of jax's `score_mod` attention (tests/attention/dumps/flex_*):
+alone on real GPU dumps of jax's `score_mod` attention (tests/passes/attention/dumps/flex_*):
 the call goes, the score function it names is inlined into the entry, and the result is
 NumPy's attention with that score function — for the dump's own score function and for
 others substituted into the same dump (a temperature, a leaky score, one that mixes the
@@ -18,10 +18,10 @@ import pytest
 
 from converter.runtime.program import program_from_module
 from passes.lib.rewrite import custom_calls
-from tests.attention.cudnn_cases import SCALE, cases, random_inputs
+from tests.passes.attention.cudnn_cases import SCALE, cases, random_inputs
 from tests.helpers import convert_then, ops_named
 
-DUMPS = pathlib.Path(__file__).resolve().parents[1] / "attention" / "dumps"
+DUMPS = pathlib.Path(__file__).resolve().parent / "dumps"
 INFERENCE = (DUMPS / "flex_softcap_gqa_inference.hlo").read_text()
 S = "f32[2,4,16,16]{3,2,1,0}"  # the score matrix [B, N, T, S] the score function maps
 
