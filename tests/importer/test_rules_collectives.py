@@ -1,5 +1,7 @@
-"""Device-identity and host-transfer rules in rules/collectives.py: replica-id and
-partition-id (one and four devices, against XLA), infeed/outfeed refused by line."""
+"""rules/collectives.py: replica-id and partition-id (one and four devices, against XLA),
+infeed/outfeed refused by line, and how many devices a collective's group holds in each
+of XLA's group modes (where the groups are left empty, and replica groups that span every
+partition), against NumPy (XLA's own importer refuses array all-to-all without groups)."""
 
 from __future__ import annotations
 
@@ -66,3 +68,36 @@ def test_infeed_and_outfeed_raise_an_error_naming_instruction_and_line(opcode, l
     message = str(info.value)
     assert message.startswith(f"feeds.hlo:{line}:3: error: %feed ({opcode}): "), message
     assert "host" in message
+
+
+# ----------------------------------------------------------------- group modes
+def _module(header: str, root: str) -> str:
+    return f"""HloModule groups, {header}
+ENTRY main {{
+  x = f32[4] parameter(0)
+  {root}
+}}
+"""
+
+
+@pytest.mark.parametrize("header,attrs", [("replica_count=4", ""), ("num_partitions=4", "channel_id=1, ")],
+                         ids=["cross-replica", "cross-partition"])
+def test_all_to_all_without_groups_exchanges_among_every_device_of_its_mode(header, attrs):
+    """Empty replica_groups: every replica (no channel) or every partition (a channel).
+    StableHLO's all_to_all takes its groups written out (an empty one made its verifier
+    divide by zero and kill the process)."""
+    hlo = _module(header, f"ROOT y = f32[4] all-to-all(x), {attrs}replica_groups={{}}, dimensions={{0}}")
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)  # device d's operand is row d
+    (out,) = run_ours(hlo, [x])
+    np.testing.assert_array_equal(out, x.T)  # device d gets element d of every device's operand
+
+
+def test_replica_groups_with_a_channel_span_every_partition():
+    """With a channel and without use_global_device_ids, XLA reads replica_groups as replica
+    ids whose group takes in every partition: {{0}} on 1 replica x 2 partitions gathers
+    from both partitions."""
+    hlo = _module("replica_count=1, num_partitions=2",
+                  "ROOT y = f32[8] all-gather(x), channel_id=1, replica_groups={{0}}, dimensions={0}")
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (out,) = run_ours(hlo, [x])
+    np.testing.assert_array_equal(out, np.stack([x.reshape(-1)] * 2))

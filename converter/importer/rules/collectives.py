@@ -42,16 +42,21 @@ def collective_attrs(ctx, with_global_ids: bool = True) -> dict[str, ir.Attribut
 
 
 def _participants(ctx) -> int:
-    """Size of one group: the explicit group, or everyone in the collective's mode."""
+    """Size of one group in the collective's group mode, as XLA reads replica_groups:
+    flattened device ids (use_global_device_ids); replica ids (no channel); with a channel,
+    partition ids for all-to-all (which has no use_global_device_ids), else replica ids each
+    spanning every partition (so a group of r replicas has r x partitions participants).
+    No groups: everyone the mode covers."""
     groups = ctx.attrs.get("replica_groups")
-    if groups is not None and groups.groups:
-        return len(groups.groups[0])
+    given = len(groups.groups[0]) if groups is not None and groups.groups else None
     hlo = ctx.mi.hlo
-    if "channel_id" in ctx.attrs and not ctx.attrs.get("use_global_device_ids"):
-        return hlo.num_partitions
     if ctx.attrs.get("use_global_device_ids"):
-        return hlo.num_devices
-    return hlo.replica_count
+        return given or hlo.num_devices
+    if "channel_id" not in ctx.attrs:
+        return given or hlo.replica_count
+    if ctx.instr.opcode == "all-to-all":
+        return given or hlo.num_partitions
+    return (given or hlo.replica_count) * hlo.num_partitions
 
 
 def _all_reduce(ctx, leaves, result_types):
@@ -194,6 +199,11 @@ def import_all_to_all(ctx, *operands):
     leaves = flat_leaves(operands)
     attrs = collective_attrs(ctx, with_global_ids=False)
     n = _participants(ctx)
+    groups = ctx.attrs.get("replica_groups")
+    if groups is None or not groups.groups:
+        # StableHLO's all_to_all needs its groups written out (split_count = group size;
+        # its verifier divides by the size of an empty group): everyone in the mode.
+        attrs["replica_groups"] = b.replica_groups_attr([list(range(n))])
     if "dimensions" in ctx.attrs:
         dim = ctx.attrs["dimensions"][0]
         attrs.update(split_dimension=b.i64_attr(dim), concat_dimension=b.i64_attr(dim), split_count=b.i64_attr(n))
