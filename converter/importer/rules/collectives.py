@@ -54,7 +54,7 @@ def _participants(ctx) -> int:
         return given or hlo.num_devices
     if "channel_id" not in ctx.attrs:
         return given or hlo.replica_count
-    if ctx.instr.opcode == "all-to-all":
+    if ctx.instr.opcode in ("all-to-all", "all-to-all-start"):  # the latter: XLA's async sugar
         return given or hlo.num_partitions
     return (given or hlo.replica_count) * hlo.num_partitions
 
