@@ -31,6 +31,29 @@ def dump_paths() -> list[pathlib.Path]:
     return sorted(p for d in ("samples", "tests") for p in (ROOT / d).rglob("*.hlo"))
 
 
+def ir_text(module) -> str:
+    """Every field of the parsed IR, positions and unparsed metadata text included (what
+    printing drops)."""
+    import numpy as np
+
+    def literal(value) -> str:
+        if isinstance(value, np.ndarray):
+            return f"{value.dtype}{value.shape}:{hashlib.sha256(value.tobytes()).hexdigest()}"
+        if isinstance(value, tuple):
+            return "(" + ",".join(literal(v) for v in value) + ")"
+        return repr(value)
+
+    lines = [repr((module.name, module.attrs, module.stack_frames, module.warnings, module.entry.name))]
+    for comp in module.computations:
+        lines.append(repr((comp.name, comp.line, comp.col, comp.is_entry, comp.signature, comp.execution_thread,
+                           comp.root.name, [p.name for p in comp.parameters], list(comp.by_name))))
+        for i in comp.instructions:
+            lines.append(repr((i.name, i.opcode, i.shape, i.operands, i.attrs, i.line, i.col, i.is_root,
+                               i.metadata_text, i._metadata, i.literal_elided, i.parameter_number,
+                               i.operand_shapes)) + literal(i.literal))
+    return "\n".join(lines)
+
+
 def digests(path: pathlib.Path, convert: bool) -> dict[str, str]:
     from converter.errors import ConverterError
     from converter.hlo.parser import parse_hlo
@@ -47,6 +70,7 @@ def digests(path: pathlib.Path, convert: bool) -> dict[str, str]:
             out["parse"] = "error:" + digest(str(e))
             return out
         out["print"] = digest(module_to_text(module))
+        out["ir"] = digest(ir_text(module))
         if convert:
             from converter.api import convert_module
 

@@ -88,13 +88,30 @@ _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
 _RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _OPERAND_NAME + r")", re.S)
 # Fast paths for the common case (no comments, array shapes, operands without tuple
 # shapes); anything else falls back to the general grammar, which also reports errors.
-_RE_HEAD_FAST = re.compile(r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\(")
 _OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _OPERAND_NAME + r"\s*"
 _RE_OPERANDS_FAST = re.compile(r"((?:" + _OPERAND_FAST + r",)*" + _OPERAND_FAST + r"|\s*)\)")
 _RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(" + _OPERAND_NAME + r")")
 _RE_COMMA_OR_CLOSE = re.compile(_W + r"([,)])", re.S)
 # `key=` is one token in XLA's lexer: no space before the '='.
 _RE_ATTR_FAST = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=")
+# The whole of the most common instruction in one match: the head, an array shape, the
+# opcode, then `(%a, %b#1)` operands (names and single spaces only) or `(N)` (a parameter
+# number); where neither follows, the match ends after the '(' and the general grammar
+# reads on.  Possessive repeats: no backtracking on a failing line.
+_SIMPLE_OPERAND = r"%?[A-Za-z_][\w.\-]*+(?:#\d+)*+"
+_RE_INSTR_FAST = re.compile(
+    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\("
+    r"(?:(" + _SIMPLE_OPERAND + r"(?:, " + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))?")
+# `, key=value` with a value that holds no newline, no nested braces and no top-level
+# ',': a quoted string, flat braces (strings inside), or a bare word; then ',' or the
+# line's end.  Only its extent is found here: the value's own grammar reads it (once per
+# opcode, key and text; see `_Parser.attributes`).
+_RE_ATTR_FLAT = re.compile(
+    r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=("
+    r'"(?:[^"\\\n]|\\.)*+"'
+    r'|\{(?:[^{}"\n]|"(?:[^"\\\n]|\\.)*+")*+\}'
+    r"|[^\s,{}\"'()\[\]]++"
+    r")(?=[ \t]*(?:,|\n|$))")
 _RE_ATTR_NAME = re.compile(_W + r"," + _W + r"([A-Za-z_][\w.\-]*)=" + _W, re.S)
 _RE_KEY = re.compile(r"([A-Za-z_][\w.\-]*)=")
 _RE_INT = re.compile(r"-?\d+")
@@ -105,6 +122,8 @@ _RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
 _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
 _METADATA_VALUE = r'"(?:[^"\\\n]|\\.)*"|[^\s"\'{}]+'
 _RE_METADATA = re.compile(r"\{((?:\s*[A-Za-z_]\w*=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
+# `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
+_RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
 _RE_METADATA_ANY_KV = re.compile(
     r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 _RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
@@ -149,6 +168,8 @@ _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "'": "'", "\\": "\
 # absl::CUnescape, which XLA's lexer applies to strings: also \uXXXX and \UXXXXXXXX.
 _RE_C_UNESCAPE = re.compile(r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|(.))", re.S)
 _JSON = json.JSONDecoder()
+# `{` then JSON whitespace then a key or `}`: how every JSON object starts.
+_RE_JSON_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _INT64_MAX = (1 << 63) - 1
 # Opcodes whose operands are the parameters of the computation(s) they call, by attribute.
 _CALLS_WITH_OPERANDS = {"fusion": ("calls",), "call": ("to_apply",), "async-start": ("calls",),
@@ -186,6 +207,8 @@ class _Parser:
         self.allow_unknown_attributes = allow_unknown_attributes
         self.p = 0
         self.shape_cache: dict[str, Shape] = {}
+        # (opcode, key, value text) -> (value, is a list): see `attributes`.
+        self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
         self.warnings = A.ParseWarnings()
         # Line counting is incremental: the parser moves forward, so counting the
         # newlines since the last query costs O(text) in total.
@@ -905,23 +928,42 @@ class _Parser:
     # --------------------------------------------------------------- instructions
     def instruction(self) -> Instruction:
         s = self.s
-        fast = _RE_HEAD_FAST.match(s, self.p)
+        fast = _RE_INSTR_FAST.match(s, self.p)
         if fast is not None:
-            is_root = fast.group(1) is not None
-            name = fast.group(2)
-            if (not fast.group(3) and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
-                self.bad_name(fast.start(2), name, not fast.group(3))
-            line, col = self.line_col(fast.start(1) if is_root else fast.start(2))
-            shape = self.array_shape(fast.group(4), fast.start(4))
-            opcode = fast.group(5)
-            instr = Instruction(name.lstrip("%"), opcode, shape, [], {}, line, col, is_root=is_root)
-            self.p = fast.end()
+            root, name, space, shape_text, opcode, simple_operands, number = fast.groups()
+            if (not space and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
+                self.bad_name(fast.start(2), name, not space)
+            pos = fast.start(1) if root is not None else fast.start(2)
+            if pos >= self._line_pos:  # line_col, inlined: the common case
+                self._line_no += s.count("\n", self._line_pos, pos)
+                self._line_pos = pos
+                line, col = self._line_no, pos - s.rfind("\n", 0, pos)
+            else:
+                line, col = self.line_col(pos)
+            shape = self.shape_cache.get(shape_text)
+            if shape is None:
+                shape = self.array_shape(shape_text, fast.start(4))
+            instr = Instruction(name.lstrip("%") if name[0] == "%" else name, opcode, shape, [], {}, line, col,
+                                root is not None)
+            end = fast.end()
+            after_paren = fast.end(5) + 1
             if opcode == "constant":
+                self.p = after_paren
                 self.literal_operand(instr)
             elif opcode == "parameter":
-                instr.parameter_number = self.int_()
-                self.expect(")")
+                if number is not None:
+                    instr.parameter_number = int(number)
+                    self.p = end
+                else:
+                    self.p = after_paren
+                    instr.parameter_number = self.int_()
+                    self.expect(")")
+            elif end != after_paren and number is None:
+                if simple_operands:
+                    instr.operands = simple_operands.replace("%", "").split(", ")
+                self.p = end
             else:
+                self.p = after_paren
                 self.operands(instr)
             self.attributes(instr)
             return instr
@@ -1072,35 +1114,75 @@ class _Parser:
 
     # ----------------------------------------------------------------- attributes
     def attributes(self, instr: Instruction) -> None:
+        """The attributes after the operands.  A dump repeats a few thousand attribute
+        texts (`index=0`, `dimensions={1}`, `calls=%fused.3`): a value whose extent
+        `_RE_ATTR_FLAT` finds is read by its grammar (`attribute`) the first time its
+        (opcode, key, text) occurs, and reused (lists copied) after."""
         s = self.s
         attrs = instr.attrs
+        cache = self.attr_cache
+        opcode = instr.opcode
+        p = self.p
         while True:
-            m = _RE_ATTR_FAST.match(s, self.p)
-            if m is None:
-                p = self.skip(self.p)
-                if not s.startswith(",", p):
-                    return
-                m = _RE_ATTR_NAME.match(s, p)
-                if m is None:
-                    raise self.error("an attribute ('name=value', no space before '=')", p + 1)
-            key = m.group(1)
-            if key in attrs or (key == "metadata" and instr.metadata_text is not None):
-                raise self.error("", m.start(1), f"attribute '{key}' is given twice")
-            self.p = m.end()
-            if key == "metadata":
-                instr.metadata_text = self.metadata_text()
+            m = _RE_METADATA_ATTR.match(s, p)
+            if m is not None:
+                if instr.metadata_text is not None:
+                    break  # given twice: `attribute` reports it
+                instr.metadata_text = m.group(1)
+                p = m.end()
                 continue
-            kind = A.INSTRUCTION_ATTRS.get(key)
-            allowed = A.attributes_of(instr.opcode)
-            if kind is None or (allowed is not None and key not in allowed):
-                if key == "sparsity" and instr.opcode == "dot":
-                    raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
-                self.unknown_attribute(key, m.start(1), instr.opcode, allowed)
-                attrs[key] = A.Raw(self.raw_value())
-            else:
-                if key == "parameter_replication" and instr.opcode != "parameter":
-                    raise self.error("", m.start(1), "parameter_replication= is for parameters only")
-                attrs[key] = self.typed_value(kind, key)
+            m = _RE_ATTR_FLAT.match(s, p)
+            if m is None:
+                break
+            key, text = m.groups()
+            hit = cache.get((opcode, key, text))
+            if hit is not None and key not in attrs:
+                value, is_list = hit
+                attrs[key] = value[:] if is_list else value
+                p = m.end()
+                continue
+            self.p = p
+            kind = self.attribute(instr)
+            if self.p == m.end() and kind in _CACHED_KINDS and not (kind in _CALL_KINDS and "=" in text):
+                value = attrs[key]
+                cache[(opcode, key, text)] = (value[:], True) if type(value) is list else (value, False)
+            p = self.p
+        self.p = p
+        while self.attribute(instr) is not None:
+            pass
+
+    def attribute(self, instr: Instruction) -> str | None:
+        """One `, key=value` attribute; returns the kind of value read (None at the end
+        of the attributes)."""
+        s = self.s
+        attrs = instr.attrs
+        m = _RE_ATTR_FAST.match(s, self.p)
+        if m is None:
+            p = self.skip(self.p)
+            if not s.startswith(",", p):
+                return None
+            m = _RE_ATTR_NAME.match(s, p)
+            if m is None:
+                raise self.error("an attribute ('name=value', no space before '=')", p + 1)
+        key = m.group(1)
+        if key in attrs or (key == "metadata" and instr.metadata_text is not None):
+            raise self.error("", m.start(1), f"attribute '{key}' is given twice")
+        self.p = m.end()
+        if key == "metadata":
+            instr.metadata_text = self.metadata_text()
+            return "metadata"
+        kind = A.INSTRUCTION_ATTRS.get(key)
+        allowed = A.attributes_of(instr.opcode)
+        if kind is None or (allowed is not None and key not in allowed):
+            if key == "sparsity" and instr.opcode == "dot":
+                raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
+            self.unknown_attribute(key, m.start(1), instr.opcode, allowed)
+            attrs[key] = A.Raw(self.raw_value())
+            return "raw"
+        if key == "parameter_replication" and instr.opcode != "parameter":
+            raise self.error("", m.start(1), "parameter_replication= is for parameters only")
+        attrs[key] = self.typed_value(kind, key)
+        return kind
 
     def module_attr(self, key: str, pos: int) -> Any:
         kind = A.MODULE_ATTRS.get(key)
@@ -1660,12 +1742,16 @@ class _Parser:
                 return A.BackendConfig(text, raw, "string")
             return A.BackendConfig(value, raw, "string")
         if s.startswith("{", p):
-            try:
-                value, end = _JSON.raw_decode(s, p)
-                self.p = end
-                return A.BackendConfig(value, s[p:end], "json")
-            except ValueError:
-                pass
+            # Only text that can start a JSON object goes to the JSON decoder: its error
+            # counts the lines of the whole dump up to the failure (quadratic in a large
+            # dump holding many MLIR-dictionary configs).
+            if _RE_JSON_OBJECT_START.match(s, p):
+                try:
+                    value, end = _JSON.raw_decode(s, p)
+                    self.p = end
+                    return A.BackendConfig(value, s[p:end], "json")
+                except ValueError:
+                    pass
             self.p = p
             raw = self.braced("a backend config '{...}'")
             try:
@@ -1924,6 +2010,15 @@ class _Parser:
     }
 
 
+# Attribute kinds whose values `_Parser.attributes` reuses for the same text: read by a
+# pure function of the text, and immutable or a list of immutable items (copied).  The
+# computation kinds only as names: `to_apply={ ... }` defines an inline computation.
+_CACHED_KINDS = frozenset({
+    A.INT, A.FLOAT, A.BOOL, A.IDENT, A.STRING, A.INTS, A.IDENTS, A.NAMES, A.COMP, A.COMPS,
+    A.SLICE, A.PADDING, A.WINDOW, A.DIM_LABELS, A.GROUPS, A.PAIRS, A.SHARDING, A.SHAPE,
+    A.SHAPES, A.BOOLS,
+})
+_CALL_KINDS = frozenset({A.COMP, A.COMPS})
 # Attribute kinds holding integers, which XLA reads as int64.
 _INTEGER_KINDS = frozenset({A.INT, A.INTS, A.INTS_OR_LISTS, A.GROUPS, A.PAIRS, A.SLICE, A.PADDING, A.WINDOW})
 
