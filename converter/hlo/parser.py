@@ -82,6 +82,7 @@ _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?=[\d:])[^{}\n]*\})?"
 _RE_NAME = re.compile(_NAME)
 _RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
+_RE_FLAT_TUPLE = re.compile(r"\((?:" + _ARRAY_SHAPE + r"(?:, " + _ARRAY_SHAPE + r")*+)?\)")
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
@@ -108,10 +109,13 @@ _RE_INSTR_FAST = re.compile(
 # opcode, key and text; see `_Parser.attributes`).
 _RE_ATTR_FLAT = re.compile(
     r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=("
-    r'"(?:[^"\\\n]|\\.)*+"'
-    r'|\{(?:[^{}"\n]|"(?:[^"\\\n]|\\.)*+")*+\}'
+    r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+    r'|\{[^{}"\n]*+(?:"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"[^{}"\n]*+)*+\}'
     r"|[^\s,{}\"'()\[\]]++"
     r")(?=[ \t]*(?:,|\n|$))")
+# The end of an instruction's line where the next line starts another instruction or
+# closes the computation: no attribute follows.
+_RE_LINE_END = re.compile(r"[ \t]*\r?\n\s*+(?=[%}A-Za-z_])")
 _RE_ATTR_NAME = re.compile(_W + r"," + _W + r"([A-Za-z_][\w.\-]*)=" + _W, re.S)
 _RE_KEY = re.compile(r"([A-Za-z_][\w.\-]*)=")
 _RE_INT = re.compile(r"-?\d+")
@@ -120,8 +124,13 @@ _RE_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 _RE_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
 _RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
 _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
-_METADATA_VALUE = r'"(?:[^"\\\n]|\\.)*"|[^\s"\'{}]+'
-_RE_METADATA = re.compile(r"\{((?:\s*[A-Za-z_]\w*=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
+# A quoted string as an unrolled loop (runs of plain characters, then one escape): the
+# same strings as `"(?:[^"\\\n]|\\.)*"`, a few times faster in `re`.
+_QUOTED_LINE = r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+_METADATA_VALUE = _QUOTED_LINE + r'|[^\s"\'{}]++'
+# Possessive inside too: each piece is followed by what it cannot match, so giving
+# characters back never finds another match (the same texts, read faster).
+_RE_METADATA = re.compile(r"\{((?:\s*+[A-Za-z_]\w*+=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
 # `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
 _RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
 _RE_METADATA_ANY_KV = re.compile(
@@ -389,16 +398,21 @@ class _Parser:
         p = self.skip(self.p)
         s = self.s
         if s.startswith("(", p):
-            self.p = p + 1
-            elements: list[Shape] = []
-            if not self.accept(")"):
-                while True:
-                    elements.append(self.shape())
-                    if self.accept(")"):
-                        break
-                    if not self.accept(","):
-                        raise self.error("',' or ')' in a tuple shape")
-            return Shape("tuple", tuple_shapes=tuple(elements))
+            # A tuple of array shapes is cached by its text, like array shapes (while
+            # loops and their bodies repeat theirs).
+            flat = _RE_FLAT_TUPLE.match(s, p)
+            if flat is not None:
+                text = flat.group(0)
+                shape = self.shape_cache.get(text)
+                if shape is None:
+                    self.p = p
+                    shape = self.tuple_shape(p)
+                    if self.p == flat.end():
+                        self.shape_cache[text] = shape
+                    return shape
+                self.p = flat.end()
+                return shape
+            return self.tuple_shape(p)
         if s.startswith("b(", p):  # a buffer shape `b(f32[4])`
             self.p = p + 2
             inner = self.shape()
@@ -413,6 +427,19 @@ class _Parser:
             self.p = self.skip(end)
             return self.with_layout(shape, self.braced("a layout"), self.p)
         return shape
+
+    def tuple_shape(self, p: int) -> Shape:
+        """`(shape, ...)` from the '(' at `p`."""
+        self.p = p + 1
+        elements: list[Shape] = []
+        if not self.accept(")"):
+            while True:
+                elements.append(self.shape())
+                if self.accept(")"):
+                    break
+                if not self.accept(","):
+                    raise self.error("',' or ')' in a tuple shape")
+        return Shape("tuple", tuple_shapes=tuple(elements))
 
     def layout_follows(self, pos: int) -> bool:
         """Whether a layout starts at `pos` (after spaces): '{' then an integer or ':'."""
@@ -772,15 +799,20 @@ class _Parser:
         by_name: dict[str, Instruction] = {}
         self.scope, self.pending = by_name, []
         root = None
+        s = self.s
+        n = len(s)
+        instruction = self.instruction
         try:
             while True:
-                p = self.skip(self.p)
-                if self.s.startswith("}", p):
+                p = self.p
+                if p >= n or s[p] in " \t\r\n/":  # skip(), inlined
+                    p = _SKIP.match(s, p).end()
+                if s.startswith("}", p):
                     self.p = p + 1
                     break
-                if p >= len(self.s):
+                if p >= n:
                     raise self.error(f"an instruction or '}}' closing computation '{name}'", p)
-                instr = self.instruction()
+                instr = instruction()
                 if self.pending:
                     for nested in self.pending:
                         by_name[nested.name] = nested
@@ -812,8 +844,10 @@ class _Parser:
         params: dict[int, Instruction] = {}
         defined: set[str] = set()
         by_name = comp.by_name
+        operand_shape = comp.operand_shape
         for instr in comp.instructions:
-            for operand in instr.operands:
+            operands = instr.operands
+            for operand in operands if not defined.issuperset(operands) else ():
                 if operand in defined:
                     continue
                 base, index = split_operand(operand)
@@ -834,10 +868,10 @@ class _Parser:
                         raise self.error_at(instr, f"operand '{operand}' of '{instr.name}' is written as "
                                                    f"{shape_to_text(written)} but has shape {shape_to_text(comp.operand_shape(operand))}",
                                             operand)
-            if instr.attrs:
+            if instr.attrs and (instr.opcode == "conditional" or not _CHECKED_ATTRS.isdisjoint(instr.attrs)):
                 self.check_instruction_attrs(comp, instr, defined)
-            if instr.operands and instr.opcode in _CHECKED_SHAPES:
-                problem = check_written_shape(instr.opcode, instr.shape, [comp.operand_shape(o) for o in instr.operands],
+            if operands and instr.opcode in _CHECKED_SHAPES:
+                problem = check_written_shape(instr.opcode, instr.shape, [operand_shape(o) for o in operands],
                                               instr.attrs)
                 if problem is not None:
                     raise self.error_at(instr, f"'{instr.name}' ({instr.opcode}): {problem}")
@@ -1147,6 +1181,10 @@ class _Parser:
                 value = attrs[key]
                 cache[(opcode, key, text)] = (value[:], True) if type(value) is list else (value, False)
             p = self.p
+        end = _RE_LINE_END.match(s, p)
+        if end is not None:
+            self.p = end.end()
+            return
         self.p = p
         while self.attribute(instr) is not None:
             pass
@@ -2019,6 +2057,8 @@ _CACHED_KINDS = frozenset({
     A.SHAPES, A.BOOLS,
 })
 _CALL_KINDS = frozenset({A.COMP, A.COMPS})
+# The attributes `_Parser.check_instruction_attrs` looks at (besides a conditional's).
+_CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors"})
 # Attribute kinds holding integers, which XLA reads as int64.
 _INTEGER_KINDS = frozenset({A.INT, A.INTS, A.INTS_OR_LISTS, A.GROUPS, A.PAIRS, A.SLICE, A.PADDING, A.WINDOW})
 
