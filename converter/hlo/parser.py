@@ -95,14 +95,7 @@ _RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(
 _RE_COMMA_OR_CLOSE = re.compile(_W + r"([,)])", re.S)
 # `key=` is one token in XLA's lexer: no space before the '='.
 _RE_ATTR_FAST = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=")
-# The whole of the most common instruction in one match: the head, an array shape, the
-# opcode, then `(%a, %b#1)` operands (names and single spaces only) or `(N)` (a parameter
-# number); where neither follows, the match ends after the '(' and the general grammar
-# reads on.  Possessive repeats: no backtracking on a failing line.
 _SIMPLE_OPERAND = r"%?[A-Za-z_][\w.\-]*+(?:#\d+)*+"
-_RE_INSTR_FAST = re.compile(
-    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\("
-    r"(?:(" + _SIMPLE_OPERAND + r"(?:, " + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))?")
 # `, key=value` with a value that holds no newline, no nested braces and no top-level
 # ',': a quoted string, flat braces (strings inside), or a bare word; then ',' or the
 # line's end.  Only its extent is found here: the value's own grammar reads it (once per
@@ -133,6 +126,15 @@ _METADATA_VALUE = _QUOTED_LINE + r'|[^\s"\'{}]++'
 _RE_METADATA = re.compile(r"\{((?:\s*+[A-Za-z_]\w*+=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
 # `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
 _RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
+# The whole of the most common instruction in one match: the head, an array shape, the
+# opcode, then `(%a, %b#1)` operands (names and single spaces only) or `(N)` (a parameter
+# number), then `, metadata={...}` and the line's end, each where present; where the
+# operands are not of that form, the match ends after the '(' and the general grammar
+# reads on.  Possessive repeats: no backtracking on a failing line.
+_RE_INSTR_FAST = re.compile(
+    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\("
+    r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, " + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
+    r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
 _RE_METADATA_ANY_KV = re.compile(
     r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 _RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
@@ -964,7 +966,7 @@ class _Parser:
         s = self.s
         fast = _RE_INSTR_FAST.match(s, self.p)
         if fast is not None:
-            root, name, space, shape_text, opcode, simple_operands, number = fast.groups()
+            root, name, space, shape_text, opcode, simple_operands, number, metadata, line_end = fast.groups()
             if (not space and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
                 self.bad_name(fast.start(2), name, not space)
             pos = fast.start(1) if root is not None else fast.start(2)
@@ -984,18 +986,19 @@ class _Parser:
             if opcode == "constant":
                 self.p = after_paren
                 self.literal_operand(instr)
-            elif opcode == "parameter":
+            elif end != after_paren and (number is not None) == (opcode == "parameter"):
                 if number is not None:
                     instr.parameter_number = int(number)
-                    self.p = end
-                else:
-                    self.p = after_paren
-                    instr.parameter_number = self.int_()
-                    self.expect(")")
-            elif end != after_paren and number is None:
-                if simple_operands:
+                elif simple_operands:
                     instr.operands = simple_operands.replace("%", "").split(", ")
+                instr.metadata_text = metadata
                 self.p = end
+                if line_end is not None:
+                    return instr
+            elif opcode == "parameter":
+                self.p = after_paren
+                instr.parameter_number = self.int_()
+                self.expect(")")
             else:
                 self.p = after_paren
                 self.operands(instr)
