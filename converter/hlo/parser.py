@@ -83,6 +83,7 @@ _RE_NAME = re.compile(_NAME)
 _RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
 _RE_FLAT_TUPLE = re.compile(r"\((?:" + _ARRAY_SHAPE + r"(?:, " + _ARRAY_SHAPE + r")*+)?\)")
+_RE_SCALAR_LITERAL = re.compile(r"([^\s(){}\[\]\"',/]+)\)")
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
@@ -220,6 +221,8 @@ class _Parser:
         self.shape_cache: dict[str, Shape] = {}
         # (opcode, key, value text) -> (value, is a list): see `attributes`.
         self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
+        # (element type, text) -> value of a scalar constant: see `literal_operand`.
+        self.scalar_cache: dict[tuple[str, str], np.ndarray] = {}
         self.warnings = A.ParseWarnings()
         # Line counting is incremental: the parser moves forward, so counting the
         # newlines since the last query costs O(text) in total.
@@ -1138,6 +1141,25 @@ class _Parser:
         return name
 
     def literal_operand(self, instr: Instruction) -> None:
+        shape = instr.shape
+        if not shape.dims and shape.element_type != "tuple":
+            # A scalar (`constant(0)`, `constant(-inf)`): dumps repeat a few, so each is
+            # read once per element type and text, and copied.
+            m = _RE_SCALAR_LITERAL.match(self.s, self.p)
+            if m is not None:
+                key = (shape.element_type, m.group(1))
+                value = self.scalar_cache.get(key)
+                if value is None:
+                    self.literal_text(instr)
+                    if isinstance(instr.literal, np.ndarray) and self.p == m.end():
+                        self.scalar_cache[key] = instr.literal.copy()
+                    return
+                instr.literal = value.copy()
+                self.p = m.end()
+                return
+        self.literal_text(instr)
+
+    def literal_text(self, instr: Instruction) -> None:
         start = self.skip(self.p)
         # The literal runs to the ')' that closes `constant(`.
         self.p = start - 1
