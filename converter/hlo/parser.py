@@ -84,6 +84,13 @@ _RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
 _RE_FLAT_TUPLE = re.compile(r"\((?:" + _ARRAY_SHAPE + r"(?:, " + _ARRAY_SHAPE + r")*+)?\)")
 _RE_SCALAR_LITERAL = re.compile(r"([^\s(){}\[\]\"',/]+)\)")
+# A computation's signature where every shape is an array or a tuple of arrays and
+# nothing but the body follows (no layout could follow the result's shape).
+_SIGNATURE_SHAPE = r"(?:" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern + r")"
+_RE_SIGNATURE_FAST = re.compile(
+    r"[ \t]*\(((?:[A-Za-z_][\w.\-]*: " + _SIGNATURE_SHAPE + r"(?:, [A-Za-z_][\w.\-]*: " + _SIGNATURE_SHAPE
+    + r")*+)?)\) -> (" + _SIGNATURE_SHAPE + r")(?=[ \t]*\{\s*+[%A-Za-z_}])")
+_RE_SIGNATURE_ITEM = re.compile(r"([A-Za-z_][\w.\-]*): (" + _SIGNATURE_SHAPE + r")")
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
@@ -770,7 +777,16 @@ class _Parser:
         name = self.name()
         line, col = self.line_col(start)
         signature = None
-        if self.peek() == "(":
+        fast = _RE_SIGNATURE_FAST.match(self.s, self.p)
+        if fast is not None:
+            # Shapes all seen before (the cache holds them) are taken from the cache.
+            cache = self.shape_cache
+            params_fast = [(pname, cache.get(text)) for pname, text in _RE_SIGNATURE_ITEM.findall(fast.group(1))]
+            result = cache.get(fast.group(2))
+            if result is not None and all(shape is not None for _, shape in params_fast):
+                signature = (params_fast, result)
+                self.p = fast.end()
+        if signature is None and self.peek() == "(":
             self.p = self.skip(self.p) + 1
             params: list[tuple[str, Shape]] = []
             if not self.accept(")"):
