@@ -134,13 +134,14 @@ _METADATA_VALUE = _QUOTED_LINE + r'|[^\s"\'{}]++'
 _RE_METADATA = re.compile(r"\{((?:\s*+[A-Za-z_]\w*+=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
 # `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
 _RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
-# The whole of the most common instruction in one match: the head, an array shape, the
-# opcode, then `(%a, %b#1)` operands (names and single spaces only) or `(N)` (a parameter
-# number), then `, metadata={...}` and the line's end, each where present; where the
-# operands are not of that form, the match ends after the '(' and the general grammar
-# reads on.  Possessive repeats: no backtracking on a failing line.
+# The whole of the most common instruction in one match: the head, an array shape (or a
+# tuple of them), the opcode, then `(%a, %b#1)` operands (names and single spaces only)
+# or `(N)` (a parameter number), then `, metadata={...}` and the line's end, each where
+# present; where the operands are not of that form, the match ends after the '(' and
+# the general grammar reads on.  Possessive repeats: no backtracking on a failing line.
 _RE_INSTR_FAST = re.compile(
-    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\("
+    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern
+    + r")\s+([a-z][a-z0-9\-]*)\("
     r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, " + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
     r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
 _RE_METADATA_ANY_KV = re.compile(
@@ -439,6 +440,17 @@ class _Parser:
             self.p = self.skip(end)
             return self.with_layout(shape, self.braced("a layout"), self.p)
         return shape
+
+    def shape_at(self, text: str, pos: int) -> Shape:
+        """The shape whose text (an array shape or a tuple of them, all a fast pattern
+        found) starts at `pos`."""
+        shape = self.shape_cache.get(text)
+        if shape is not None:
+            return shape
+        if text[0] == "(":
+            self.p = pos
+            return self.shape()
+        return self.array_shape(text, pos)
 
     def tuple_shape(self, p: int) -> Shape:
         """`(shape, ...)` from the '(' at `p`."""
@@ -779,14 +791,11 @@ class _Parser:
         signature = None
         fast = _RE_SIGNATURE_FAST.match(self.s, self.p)
         if fast is not None:
-            # Shapes all seen before (the cache holds them) are taken from the cache.
-            cache = self.shape_cache
-            params_fast = [(pname, cache.get(text)) for pname, text in _RE_SIGNATURE_ITEM.findall(fast.group(1))]
-            result = cache.get(fast.group(2))
-            if result is not None and all(shape is not None for _, shape in params_fast):
-                signature = (params_fast, result)
-                self.p = fast.end()
-        if signature is None and self.peek() == "(":
+            params_fast = [(item.group(1), self.shape_at(item.group(2), item.start(2)))
+                           for item in _RE_SIGNATURE_ITEM.finditer(self.s, fast.start(1), fast.end(1))]
+            signature = (params_fast, self.shape_at(fast.group(2), fast.start(2)))
+            self.p = fast.end()
+        elif self.peek() == "(":
             self.p = self.skip(self.p) + 1
             params: list[tuple[str, Shape]] = []
             if not self.accept(")"):
@@ -986,20 +995,24 @@ class _Parser:
         fast = _RE_INSTR_FAST.match(s, self.p)
         if fast is not None:
             root, name, space, shape_text, opcode, simple_operands, number, metadata, line_end = fast.groups()
-            if (not space and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
-                self.bad_name(fast.start(2), name, not space)
+            if name[0] == "%":
+                name = name[1:]
+            elif not space:
+                self.bad_name(fast.start(2), name, True)
+            if name in _ILLEGAL_NAMES:
+                self.bad_name(fast.start(2), fast.group(2), not space)
             pos = fast.start(1) if root is not None else fast.start(2)
-            if pos >= self._line_pos:  # line_col, inlined: the common case
-                self._line_no += s.count("\n", self._line_pos, pos)
+            line_pos = self._line_pos
+            if pos >= line_pos:  # line_col, inlined: the common case
+                line = self._line_no = self._line_no + s.count("\n", line_pos, pos)
                 self._line_pos = pos
-                line, col = self._line_no, pos - s.rfind("\n", 0, pos)
+                col = pos - s.rfind("\n", 0, pos)
             else:
                 line, col = self.line_col(pos)
             shape = self.shape_cache.get(shape_text)
             if shape is None:
-                shape = self.array_shape(shape_text, fast.start(4))
-            instr = Instruction(name.lstrip("%") if name[0] == "%" else name, opcode, shape, [], {}, line, col,
-                                root is not None)
+                shape = self.shape_at(shape_text, fast.start(4))
+            instr = Instruction(name, opcode, shape, [], {}, line, col, root is not None)
             end = fast.end()
             after_paren = fast.end(5) + 1
             if opcode == "constant":
@@ -1199,17 +1212,17 @@ class _Parser:
         opcode = instr.opcode
         p = self.p
         while True:
-            m = _RE_METADATA_ATTR.match(s, p)
-            if m is not None:
-                if instr.metadata_text is not None:
-                    break  # given twice: `attribute` reports it
-                instr.metadata_text = m.group(1)
-                p = m.end()
-                continue
             m = _RE_ATTR_FLAT.match(s, p)
             if m is None:
                 break
             key, text = m.groups()
+            if key == "metadata":
+                m = _RE_METADATA_ATTR.match(s, p)
+                if m is None or instr.metadata_text is not None:
+                    break  # `attribute` reads it, or reports it given twice
+                instr.metadata_text = m.group(1)
+                p = m.end()
+                continue
             hit = cache.get((opcode, key, text))
             if hit is not None and key not in attrs:
                 value, is_list = hit
