@@ -229,6 +229,8 @@ class _Parser:
         self.shape_cache: dict[str, Shape] = {}
         # (opcode, key, value text) -> (value, is a list): see `attributes`.
         self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
+        # (opcode, key) -> COMP or COMPS where that attribute was read: see `attributes`.
+        self.call_keys: dict[tuple[str, str], str] = {}
         # (element type, text) -> value of a scalar constant: see `literal_operand`.
         self.scalar_cache: dict[tuple[str, str], np.ndarray] = {}
         self.warnings = A.ParseWarnings()
@@ -949,7 +951,10 @@ class _Parser:
         defined: set[str] = set()
         for comp in module.computations:
             for instr in comp.instructions:
-                for key, value in instr.attrs.items():
+                attrs = instr.attrs
+                if not attrs or _CALL_KEYS.isdisjoint(attrs):
+                    continue  # neither calls nor (see _CALLS_WITH_OPERANDS) takes its callee's parameters
+                for key, value in attrs.items():
                     kind = A.INSTRUCTION_ATTRS.get(key)
                     if kind == A.COMP:
                         refs = [value]
@@ -1223,15 +1228,29 @@ class _Parser:
                 instr.metadata_text = m.group(1)
                 p = m.end()
                 continue
-            hit = cache.get((opcode, key, text))
-            if hit is not None and key not in attrs:
-                value, is_list = hit
-                attrs[key] = value[:] if is_list else value
-                p = m.end()
-                continue
+            if key not in attrs:
+                hit = cache.get((opcode, key, text))
+                if hit is not None:
+                    value, is_list = hit
+                    attrs[key] = value[:] if is_list else value
+                    p = m.end()
+                    continue
+                # `calls=%fused.3`: every fusion calls its own computation, so the text
+                # is new each time; what `v_comp` / `v_comps` make of a plain name.
+                call_kind = self.call_keys.get((opcode, key))
+                if call_kind is not None and _RE_NAME.fullmatch(text):
+                    name = text[1:] if text[0] == "%" else text
+                    attrs[key] = name if call_kind == A.COMP else [name]
+                    p = m.end()
+                    continue
             self.p = p
             kind = self.attribute(instr)
-            if self.p == m.end() and kind in _CACHED_KINDS and not (kind in _CALL_KINDS and "=" in text):
+            if self.p == m.end() and kind in _CACHED_KINDS:
+                if kind in _CALL_KINDS:
+                    self.call_keys[(opcode, key)] = kind
+                    if "=" in text:
+                        p = self.p
+                        continue
                 value = attrs[key]
                 cache[(opcode, key, text)] = (value[:], True) if type(value) is list else (value, False)
             p = self.p
@@ -2111,6 +2130,8 @@ _CACHED_KINDS = frozenset({
     A.SHAPES, A.BOOLS,
 })
 _CALL_KINDS = frozenset({A.COMP, A.COMPS})
+# The attributes that name computations.
+_CALL_KEYS = frozenset(key for key, kind in A.INSTRUCTION_ATTRS.items() if kind in _CALL_KINDS)
 # The attributes `_Parser.check_instruction_attrs` looks at (besides a conditional's).
 _CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors"})
 # Attribute kinds holding integers, which XLA reads as int64.
