@@ -83,7 +83,8 @@ _RE_NAME = re.compile(_NAME)
 _RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
 _RE_FLAT_TUPLE = re.compile(r"\((?:" + _ARRAY_SHAPE + r"(?:, " + _ARRAY_SHAPE + r")*+)?\)")
-_RE_SCALAR_LITERAL = re.compile(r"([^\s(){}\[\]\"',/]+)\)")
+# The text of a `constant(...)` up to its ')' where that is short and on one line.
+_RE_SHORT_LITERAL = re.compile(r"([^()\n]{0,256}+)\)")
 # A computation's signature where every shape is an array or a tuple of arrays and
 # nothing but the body follows (no layout could follow the result's shape).
 _SIGNATURE_SHAPE = r"(?:" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern + r")"
@@ -142,7 +143,7 @@ _RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
 _RE_INSTR_FAST = re.compile(
     r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern
     + r")\s+([a-z][a-z0-9\-]*)\("
-    r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, " + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
+    r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, (?:/\*index=\d+\*/)?" + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
     r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
 _RE_METADATA_ANY_KV = re.compile(
     r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
@@ -231,8 +232,8 @@ class _Parser:
         self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
         # (opcode, key) -> COMP or COMPS where that attribute was read: see `attributes`.
         self.call_keys: dict[tuple[str, str], str] = {}
-        # (element type, text) -> value of a scalar constant: see `literal_operand`.
-        self.scalar_cache: dict[tuple[str, str], np.ndarray] = {}
+        # (element type, dimensions, text) -> value of a constant: see `literal_operand`.
+        self.literal_cache: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
         self.warnings = A.ParseWarnings()
         # Line counting is incremental: the parser moves forward, so counting the
         # newlines since the last query costs O(text) in total.
@@ -879,6 +880,7 @@ class _Parser:
         operand_shape = comp.operand_shape
         for instr in comp.instructions:
             operands = instr.operands
+            opcode = instr.opcode
             for operand in operands if not defined.issuperset(operands) else ():
                 if operand in defined:
                     continue
@@ -900,15 +902,15 @@ class _Parser:
                         raise self.error_at(instr, f"operand '{operand}' of '{instr.name}' is written as "
                                                    f"{shape_to_text(written)} but has shape {shape_to_text(comp.operand_shape(operand))}",
                                             operand)
-            if instr.attrs and (instr.opcode == "conditional" or not _CHECKED_ATTRS.isdisjoint(instr.attrs)):
+            attrs = instr.attrs
+            if attrs and (opcode == "conditional" or not _CHECKED_ATTRS.isdisjoint(attrs)):
                 self.check_instruction_attrs(comp, instr, defined)
-            if operands and instr.opcode in _CHECKED_SHAPES:
-                problem = check_written_shape(instr.opcode, instr.shape, [operand_shape(o) for o in operands],
-                                              instr.attrs)
+            if operands and opcode in _CHECKED_SHAPES:
+                problem = check_written_shape(opcode, instr.shape, [operand_shape(o) for o in operands], attrs)
                 if problem is not None:
-                    raise self.error_at(instr, f"'{instr.name}' ({instr.opcode}): {problem}")
+                    raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
             defined.add(instr.name)
-            if instr.opcode == "parameter":
+            if opcode == "parameter":
                 if instr.parameter_number in params:
                     raise self.error_at(instr, f"parameter number {instr.parameter_number} appears twice in computation '{comp.name}'")
                 params[instr.parameter_number] = instr
@@ -1027,7 +1029,10 @@ class _Parser:
                 if number is not None:
                     instr.parameter_number = int(number)
                 elif simple_operands:
-                    instr.operands = simple_operands.replace("%", "").split(", ")
+                    operands = simple_operands.replace("%", "").split(", ")
+                    if "/" in simple_operands:  # `/*index=5*/%x`: XLA numbers every fifth operand
+                        operands = [x[x.index("/", 2) + 1:] if x[0] == "/" else x for x in operands]
+                    instr.operands = operands
                 instr.metadata_text = metadata
                 self.p = end
                 if line_end is not None:
@@ -1176,17 +1181,17 @@ class _Parser:
 
     def literal_operand(self, instr: Instruction) -> None:
         shape = instr.shape
-        if not shape.dims and shape.element_type != "tuple":
-            # A scalar (`constant(0)`, `constant(-inf)`): dumps repeat a few, so each is
-            # read once per element type and text, and copied.
-            m = _RE_SCALAR_LITERAL.match(self.s, self.p)
+        if shape.element_type != "tuple":
+            # A short array literal (`constant(0)`, `constant({0, 1})`): dumps repeat a
+            # few, so each is read once per element type, dimensions and text, and copied.
+            m = _RE_SHORT_LITERAL.match(self.s, self.p)
             if m is not None:
-                key = (shape.element_type, m.group(1))
-                value = self.scalar_cache.get(key)
+                key = (shape.element_type, shape.dims, m.group(1))
+                value = self.literal_cache.get(key)
                 if value is None:
                     self.literal_text(instr)
                     if isinstance(instr.literal, np.ndarray) and self.p == m.end():
-                        self.scalar_cache[key] = instr.literal.copy()
+                        self.literal_cache[key] = instr.literal.copy()
                     return
                 instr.literal = value.copy()
                 self.p = m.end()
