@@ -27,7 +27,7 @@ import numpy as np
 from converter import dtypes
 from converter.errors import ConverterError, ConverterWarning
 from converter.hlo import attrs as A
-from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, check_written_shape
+from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, SAME_DIMS as _SAME_DIMS, check_written_shape
 from converter.hlo.ir import (
     ELEMENT_BITS,
     UNBOUNDED,
@@ -906,9 +906,26 @@ class _Parser:
             if attrs and (opcode == "conditional" or not _CHECKED_ATTRS.isdisjoint(attrs)):
                 self.check_instruction_attrs(comp, instr, defined)
             if operands and opcode in _CHECKED_SHAPES:
-                problem = check_written_shape(opcode, instr.shape, [operand_shape(o) for o in operands], attrs)
-                if problem is not None:
-                    raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
+                shape = instr.shape
+                shapes = [operand_shape(o) for o in operands]
+                # What check_written_shape accepts first, without the call: elementwise
+                # operands of the result's dimensions, a tuple element that is the result.
+                checked = False
+                if opcode in _SAME_DIMS:
+                    dims = shape.dims
+                    for operand_shape_ in shapes:
+                        if operand_shape_ is not shape and operand_shape_.dims != dims:
+                            break
+                    else:
+                        checked = True
+                elif opcode == "get-tuple-element" and shapes[0].element_type == "tuple":
+                    elements = shapes[0].tuple_shapes
+                    index = attrs.get("index", -1)
+                    checked = type(index) is int and 0 <= index < len(elements) and elements[index] is shape
+                if not checked:
+                    problem = check_written_shape(opcode, shape, shapes, attrs)
+                    if problem is not None:
+                        raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
             defined.add(instr.name)
             if opcode == "parameter":
                 if instr.parameter_number in params:
