@@ -1,10 +1,12 @@
 """Digests of what the parser makes of every dump, to show a parser change keeps it.
 
-    python benchmarks/parse_identity.py OUT.json [--convert] [paths...]
+    python benchmarks/parse_identity.py OUT.json [--convert] [--mutations N] [paths...]
 
 For every .hlo file under samples/ and tests/ (or the paths given): the sha256 of the
 printed HLO (converter.hlo.printer) or of the parse error's text, and with --convert the
-sha256 of the converted module's MLIR text under the default pipeline (or of the error).
+sha256 of the converted module's MLIR text under the default pipeline (or of the error);
+with --mutations N, the same for N seeded random edits of each dump (characters deleted,
+inserted or replaced), so that parse errors and their `file:line:col` are compared too.
 Run it before and after a change and compare the two files (`--compare A.json B.json`).
 """
 
@@ -54,7 +56,30 @@ def ir_text(module) -> str:
     return "\n".join(lines)
 
 
-def digests(path: pathlib.Path, convert: bool) -> dict[str, str]:
+# What the mutations insert: the grammar's punctuation and tokens.
+_PIECES = [*'%{}()[],=:"\' \n\t/*#-.0123456789abxyz', "metadata=", "calls=", ", ", "/*index=5*/", "f32[2]{0}",
+           "ROOT ", "constant(", '\\"']
+
+
+def mutations(text: str, count: int, seed: str) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        t = text
+        for _ in range(rng.randint(1, 3)):
+            pos = rng.randrange(len(t) + 1)
+            op = rng.random()
+            if op < 0.4:
+                t = t[:pos] + t[pos + rng.randint(1, 4):]
+            else:
+                t = t[:pos] + rng.choice(_PIECES) + t[pos + (op >= 0.8):]
+        out.append(t)
+    return out
+
+
+def digests(path: pathlib.Path, convert: bool, n_mutations: int = 0) -> dict[str, str]:
     from converter.errors import ConverterError
     from converter.hlo.parser import parse_hlo
     from converter.hlo.printer import module_to_text
@@ -62,6 +87,13 @@ def digests(path: pathlib.Path, convert: bool) -> dict[str, str]:
     rel = str(path.relative_to(ROOT))
     text = path.read_text(encoding="utf-8", errors="replace")
     out: dict[str, str] = {}
+    for i, mutated in enumerate(mutations(text, n_mutations, rel)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out[f"mutation{i}"] = digest(module_to_text(parse_hlo(mutated, rel)))
+            except ConverterError as e:
+                out[f"mutation{i}"] = "error:" + digest(str(e))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -86,6 +118,7 @@ def main() -> None:
     parser.add_argument("out", nargs="?")
     parser.add_argument("paths", nargs="*")
     parser.add_argument("--convert", action="store_true", help="also digest the converted MLIR")
+    parser.add_argument("--mutations", type=int, default=0, metavar="N", help="also N mutated copies of each dump")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"))
     args = parser.parse_args()
     if args.compare:
@@ -98,7 +131,7 @@ def main() -> None:
     paths = [pathlib.Path(p).resolve() for p in args.paths] or dump_paths()
     result = {}
     for i, path in enumerate(paths):
-        result[str(path.relative_to(ROOT))] = digests(path, args.convert)
+        result[str(path.relative_to(ROOT))] = digests(path, args.convert, args.mutations)
         print(f"{i + 1}/{len(paths)} {path.relative_to(ROOT)}", file=sys.stderr, flush=True)
     pathlib.Path(args.out).write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
 
