@@ -28,7 +28,7 @@ from converter.hlo import dtypes
 from converter.common.errors import ConverterError, ConverterWarning
 from converter.hlo import attrs as A
 from converter.hlo.escapes import c_unescape
-from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, check_written_shape
+from converter.hlo.shape_inference import CHECKED_SHAPES as _CHECKED_SHAPES, SAME_DIMS as _SAME_DIMS, check_written_shape
 from converter.hlo.ir import (
     ELEMENT_BITS,
     UNBOUNDED,
@@ -83,19 +83,42 @@ _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{(?=[\d:])[^{}\n]*\})?"
 _RE_NAME = re.compile(_NAME)
 _RE_OPERAND_NAME = re.compile(_OPERAND_NAME)
 _RE_ARRAY_SHAPE = re.compile(_ARRAY_SHAPE)
+_RE_FLAT_TUPLE = re.compile(r"\((?:" + _ARRAY_SHAPE + r"(?:, " + _ARRAY_SHAPE + r")*+)?\)")
+# The text of a `constant(...)` up to its ')' where that is short and on one line.
+_RE_SHORT_LITERAL = re.compile(r"([^()\n]{0,256}+)\)")
+# A computation's signature where every shape is an array or a tuple of arrays and
+# nothing but the body follows (no layout could follow the result's shape).
+_SIGNATURE_SHAPE = r"(?:" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern + r")"
+_RE_SIGNATURE_FAST = re.compile(
+    r"[ \t]*\(((?:[A-Za-z_][\w.\-]*: " + _SIGNATURE_SHAPE + r"(?:, [A-Za-z_][\w.\-]*: " + _SIGNATURE_SHAPE
+    + r")*+)?)\) -> (" + _SIGNATURE_SHAPE + r")(?=[ \t]*\{\s*+[%A-Za-z_}])")
+_RE_SIGNATURE_ITEM = re.compile(r"([A-Za-z_][\w.\-]*): (" + _SIGNATURE_SHAPE + r")")
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
 _RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _OPERAND_NAME + r")", re.S)
 # Fast paths for the common case (no comments, array shapes, operands without tuple
 # shapes); anything else falls back to the general grammar, which also reports errors.
-_RE_HEAD_FAST = re.compile(r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r")\s+([a-z][a-z0-9\-]*)\(")
 _OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _OPERAND_NAME + r"\s*"
 _RE_OPERANDS_FAST = re.compile(r"((?:" + _OPERAND_FAST + r",)*" + _OPERAND_FAST + r"|\s*)\)")
 _RE_OPERAND_ITEM = re.compile(r"/\*index=\d+\*/|(?:(" + _ARRAY_SHAPE + r")\s+)?(" + _OPERAND_NAME + r")")
 _RE_COMMA_OR_CLOSE = re.compile(_W + r"([,)])", re.S)
 # `key=` is one token in XLA's lexer: no space before the '='.
 _RE_ATTR_FAST = re.compile(r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=")
+_SIMPLE_OPERAND = r"%?[A-Za-z_][\w.\-]*+(?:#\d+)*+"
+# `, key=value` with a value that holds no newline, no nested braces and no top-level
+# ',': a quoted string, flat braces (strings inside), or a bare word; then ',' or the
+# line's end.  Only its extent is found here: the value's own grammar reads it (once per
+# opcode, key and text; see `_Parser.attributes`).
+_RE_ATTR_FLAT = re.compile(
+    r"[ \t]*,[ \t]*([A-Za-z_][\w\-]*)=("
+    r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+    r'|\{[^{}"\n]*+(?:"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"[^{}"\n]*+)*+\}'
+    r"|[^\s,{}\"'()\[\]]++"
+    r")(?=[ \t]*(?:,|\n|$))")
+# The end of an instruction's line where the next line starts another instruction or
+# closes the computation: no attribute follows.
+_RE_LINE_END = re.compile(r"[ \t]*\r?\n\s*+(?=[%}A-Za-z_])")
 _RE_ATTR_NAME = re.compile(_W + r"," + _W + r"([A-Za-z_][\w.\-]*)=" + _W, re.S)
 _RE_KEY = re.compile(r"([A-Za-z_][\w.\-]*)=")
 _RE_INT = re.compile(r"-?\d+")
@@ -104,8 +127,25 @@ _RE_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 _RE_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
 _RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
 _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
-_METADATA_VALUE = r'"(?:[^"\\\n]|\\.)*"|[^\s"\'{}]+'
-_RE_METADATA = re.compile(r"\{((?:\s*[A-Za-z_]\w*=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
+# A quoted string as an unrolled loop (runs of plain characters, then one escape): the
+# same strings as `"(?:[^"\\\n]|\\.)*"`, a few times faster in `re`.
+_QUOTED_LINE = r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
+_METADATA_VALUE = _QUOTED_LINE + r'|[^\s"\'{}]++'
+# Possessive inside too: each piece is followed by what it cannot match, so giving
+# characters back never finds another match (the same texts, read faster).
+_RE_METADATA = re.compile(r"\{((?:\s*+[A-Za-z_]\w*+=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
+# `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
+_RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
+# The whole of the most common instruction in one match: the head, an array shape (or a
+# tuple of them), the opcode, then `(%a, %b#1)` operands (names and single spaces only)
+# or `(N)` (a parameter number), then `, metadata={...}` and the line's end, each where
+# present; where the operands are not of that form, the match ends after the '(' and
+# the general grammar reads on.  Possessive repeats: no backtracking on a failing line.
+_RE_INSTR_FAST = re.compile(
+    r"\s*(ROOT\s+)?(" + _NAME + r")(\s*)=\s*(" + _ARRAY_SHAPE + r"|" + _RE_FLAT_TUPLE.pattern
+    + r")\s+([a-z][a-z0-9\-]*)\("
+    r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, (?:/\*index=\d+\*/)?" + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
+    r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
 _RE_METADATA_ANY_KV = re.compile(
     r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 _RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
@@ -144,6 +184,8 @@ _SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _FILE_LOCATION_FIELDS = ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column")
 _FRAME_FIELDS = ("file_location_id", "parent_frame_id")
 _JSON = json.JSONDecoder()
+# `{` then JSON whitespace then a key or `}`: how every JSON object starts.
+_RE_JSON_OBJECT_START = re.compile(r'\{[ \t\n\r]*["}]')
 _INT64_MAX = (1 << 63) - 1
 # Opcodes whose operands are the parameters of the computation(s) they call, by attribute.
 _CALLS_WITH_OPERANDS = {"fusion": ("calls",), "call": ("to_apply",), "async-start": ("calls",),
@@ -159,6 +201,12 @@ class _Parser:
         self.allow_unknown_attributes = allow_unknown_attributes
         self.p = 0
         self.shape_cache: dict[str, Shape] = {}
+        # (opcode, key, value text) -> (value, is a list): see `attributes`.
+        self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
+        # (opcode, key) -> COMP or COMPS where that attribute was read: see `attributes`.
+        self.call_keys: dict[tuple[str, str], str] = {}
+        # (element type, dimensions, text) -> value of a constant: see `literal_operand`.
+        self.literal_cache: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
         self.warnings = A.ParseWarnings()
         # Line counting is incremental: the parser moves forward, so counting the
         # newlines since the last query costs O(text) in total.
@@ -339,16 +387,21 @@ class _Parser:
         p = self.skip(self.p)
         s = self.s
         if s.startswith("(", p):
-            self.p = p + 1
-            elements: list[Shape] = []
-            if not self.accept(")"):
-                while True:
-                    elements.append(self.shape())
-                    if self.accept(")"):
-                        break
-                    if not self.accept(","):
-                        raise self.error("',' or ')' in a tuple shape")
-            return Shape("tuple", tuple_shapes=tuple(elements))
+            # A tuple of array shapes is cached by its text, like array shapes (while
+            # loops and their bodies repeat theirs).
+            flat = _RE_FLAT_TUPLE.match(s, p)
+            if flat is not None:
+                text = flat.group(0)
+                shape = self.shape_cache.get(text)
+                if shape is None:
+                    self.p = p
+                    shape = self.tuple_shape(p)
+                    if self.p == flat.end():
+                        self.shape_cache[text] = shape
+                    return shape
+                self.p = flat.end()
+                return shape
+            return self.tuple_shape(p)
         if s.startswith("b(", p):  # a buffer shape `b(f32[4])`
             self.p = p + 2
             inner = self.shape()
@@ -363,6 +416,30 @@ class _Parser:
             self.p = self.skip(end)
             return self.with_layout(shape, self.braced("a layout"), self.p)
         return shape
+
+    def shape_at(self, text: str, pos: int) -> Shape:
+        """The shape whose text (an array shape or a tuple of them, all a fast pattern
+        found) starts at `pos`."""
+        shape = self.shape_cache.get(text)
+        if shape is not None:
+            return shape
+        if text[0] == "(":
+            self.p = pos
+            return self.shape()
+        return self.array_shape(text, pos)
+
+    def tuple_shape(self, p: int) -> Shape:
+        """`(shape, ...)` from the '(' at `p`."""
+        self.p = p + 1
+        elements: list[Shape] = []
+        if not self.accept(")"):
+            while True:
+                elements.append(self.shape())
+                if self.accept(")"):
+                    break
+                if not self.accept(","):
+                    raise self.error("',' or ')' in a tuple shape")
+        return Shape("tuple", tuple_shapes=tuple(elements))
 
     def layout_follows(self, pos: int) -> bool:
         """Whether a layout starts at `pos` (after spaces): '{' then an integer or ':'."""
@@ -688,7 +765,13 @@ class _Parser:
         name = self.name()
         line, col = self.line_col(start)
         signature = None
-        if self.peek() == "(":
+        fast = _RE_SIGNATURE_FAST.match(self.s, self.p)
+        if fast is not None:
+            params_fast = [(item.group(1), self.shape_at(item.group(2), item.start(2)))
+                           for item in _RE_SIGNATURE_ITEM.finditer(self.s, fast.start(1), fast.end(1))]
+            signature = (params_fast, self.shape_at(fast.group(2), fast.start(2)))
+            self.p = fast.end()
+        elif self.peek() == "(":
             self.p = self.skip(self.p) + 1
             params: list[tuple[str, Shape]] = []
             if not self.accept(")"):
@@ -722,15 +805,20 @@ class _Parser:
         by_name: dict[str, Instruction] = {}
         self.scope, self.pending = by_name, []
         root = None
+        s = self.s
+        n = len(s)
+        instruction = self.instruction
         try:
             while True:
-                p = self.skip(self.p)
-                if self.s.startswith("}", p):
+                p = self.p
+                if p >= n or s[p] in " \t\r\n/":  # skip(), inlined
+                    p = _SKIP.match(s, p).end()
+                if s.startswith("}", p):
                     self.p = p + 1
                     break
-                if p >= len(self.s):
+                if p >= n:
                     raise self.error(f"an instruction or '}}' closing computation '{name}'", p)
-                instr = self.instruction()
+                instr = instruction()
                 if self.pending:
                     for nested in self.pending:
                         by_name[nested.name] = nested
@@ -762,8 +850,11 @@ class _Parser:
         params: dict[int, Instruction] = {}
         defined: set[str] = set()
         by_name = comp.by_name
+        operand_shape = comp.operand_shape
         for instr in comp.instructions:
-            for operand in instr.operands:
+            operands = instr.operands
+            opcode = instr.opcode
+            for operand in operands if not defined.issuperset(operands) else ():
                 if operand in defined:
                     continue
                 base, index = split_operand(operand)
@@ -784,15 +875,32 @@ class _Parser:
                         raise self.error_at(instr, f"operand '{operand}' of '{instr.name}' is written as "
                                                    f"{shape_to_text(written)} but has shape {shape_to_text(comp.operand_shape(operand))}",
                                             operand)
-            if instr.attrs:
+            attrs = instr.attrs
+            if attrs and (opcode == "conditional" or not _CHECKED_ATTRS.isdisjoint(attrs)):
                 self.check_instruction_attrs(comp, instr, defined)
-            if instr.operands and instr.opcode in _CHECKED_SHAPES:
-                problem = check_written_shape(instr.opcode, instr.shape, [comp.operand_shape(o) for o in instr.operands],
-                                              instr.attrs)
-                if problem is not None:
-                    raise self.error_at(instr, f"'{instr.name}' ({instr.opcode}): {problem}")
+            if operands and opcode in _CHECKED_SHAPES:
+                shape = instr.shape
+                shapes = [operand_shape(o) for o in operands]
+                # What check_written_shape accepts first, without the call: elementwise
+                # operands of the result's dimensions, a tuple element that is the result.
+                checked = False
+                if opcode in _SAME_DIMS:
+                    dims = shape.dims
+                    for operand_shape_ in shapes:
+                        if operand_shape_ is not shape and operand_shape_.dims != dims:
+                            break
+                    else:
+                        checked = True
+                elif opcode == "get-tuple-element" and shapes[0].element_type == "tuple":
+                    elements = shapes[0].tuple_shapes
+                    index = attrs.get("index", -1)
+                    checked = type(index) is int and 0 <= index < len(elements) and elements[index] is shape
+                if not checked:
+                    problem = check_written_shape(opcode, shape, shapes, attrs)
+                    if problem is not None:
+                        raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
             defined.add(instr.name)
-            if instr.opcode == "parameter":
+            if opcode == "parameter":
                 if instr.parameter_number in params:
                     raise self.error_at(instr, f"parameter number {instr.parameter_number} appears twice in computation '{comp.name}'")
                 params[instr.parameter_number] = instr
@@ -835,7 +943,10 @@ class _Parser:
         defined: set[str] = set()
         for comp in module.computations:
             for instr in comp.instructions:
-                for key, value in instr.attrs.items():
+                attrs = instr.attrs
+                if not attrs or _CALL_KEYS.isdisjoint(attrs):
+                    continue  # neither calls nor (see _CALLS_WITH_OPERANDS) takes its callee's parameters
+                for key, value in attrs.items():
                     kind = A.INSTRUCTION_ATTRS.get(key)
                     if kind == A.COMP:
                         refs = [value]
@@ -878,23 +989,50 @@ class _Parser:
     # --------------------------------------------------------------- instructions
     def instruction(self) -> Instruction:
         s = self.s
-        fast = _RE_HEAD_FAST.match(s, self.p)
+        fast = _RE_INSTR_FAST.match(s, self.p)
         if fast is not None:
-            is_root = fast.group(1) is not None
-            name = fast.group(2)
-            if (not fast.group(3) and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
-                self.bad_name(fast.start(2), name, not fast.group(3))
-            line, col = self.line_col(fast.start(1) if is_root else fast.start(2))
-            shape = self.array_shape(fast.group(4), fast.start(4))
-            opcode = fast.group(5)
-            instr = Instruction(name.lstrip("%"), opcode, shape, [], {}, line, col, is_root=is_root)
-            self.p = fast.end()
+            root, name, space, shape_text, opcode, simple_operands, number, metadata, line_end = fast.groups()
+            if name[0] == "%":
+                name = name[1:]
+            elif not space:
+                self.bad_name(fast.start(2), name, True)
+            if name in _ILLEGAL_NAMES:
+                self.bad_name(fast.start(2), fast.group(2), not space)
+            pos = fast.start(1) if root is not None else fast.start(2)
+            line_pos = self._line_pos
+            if pos >= line_pos:  # line_col, inlined: the common case
+                line = self._line_no = self._line_no + s.count("\n", line_pos, pos)
+                self._line_pos = pos
+                col = pos - s.rfind("\n", 0, pos)
+            else:
+                line, col = self.line_col(pos)
+            shape = self.shape_cache.get(shape_text)
+            if shape is None:
+                shape = self.shape_at(shape_text, fast.start(4))
+            instr = Instruction(name, opcode, shape, [], {}, line, col, root is not None)
+            end = fast.end()
+            after_paren = fast.end(5) + 1
             if opcode == "constant":
+                self.p = after_paren
                 self.literal_operand(instr)
+            elif end != after_paren and (number is not None) == (opcode == "parameter"):
+                if number is not None:
+                    instr.parameter_number = int(number)
+                elif simple_operands:
+                    operands = simple_operands.replace("%", "").split(", ")
+                    if "/" in simple_operands:  # `/*index=5*/%x`: XLA numbers every fifth operand
+                        operands = [x[x.index("/", 2) + 1:] if x[0] == "/" else x for x in operands]
+                    instr.operands = operands
+                instr.metadata_text = metadata
+                self.p = end
+                if line_end is not None:
+                    return instr
             elif opcode == "parameter":
+                self.p = after_paren
                 instr.parameter_number = self.int_()
                 self.expect(")")
             else:
+                self.p = after_paren
                 self.operands(instr)
             self.attributes(instr)
             return instr
@@ -1032,6 +1170,25 @@ class _Parser:
         return name
 
     def literal_operand(self, instr: Instruction) -> None:
+        shape = instr.shape
+        if shape.element_type != "tuple":
+            # A short array literal (`constant(0)`, `constant({0, 1})`): dumps repeat a
+            # few, so each is read once per element type, dimensions and text, and copied.
+            m = _RE_SHORT_LITERAL.match(self.s, self.p)
+            if m is not None:
+                key = (shape.element_type, shape.dims, m.group(1))
+                value = self.literal_cache.get(key)
+                if value is None:
+                    self.literal_text(instr)
+                    if isinstance(instr.literal, np.ndarray) and self.p == m.end():
+                        self.literal_cache[key] = instr.literal.copy()
+                    return
+                instr.literal = value.copy()
+                self.p = m.end()
+                return
+        self.literal_text(instr)
+
+    def literal_text(self, instr: Instruction) -> None:
         start = self.skip(self.p)
         # The literal runs to the ')' that closes `constant(`.
         self.p = start - 1
@@ -1045,35 +1202,93 @@ class _Parser:
 
     # ----------------------------------------------------------------- attributes
     def attributes(self, instr: Instruction) -> None:
+        """The attributes after the operands.  A dump repeats a few thousand attribute
+        texts (`index=0`, `dimensions={1}`, `calls=%fused.3`): a value whose extent
+        `_RE_ATTR_FLAT` finds is read by its grammar (`attribute`) the first time its
+        (opcode, key, text) occurs, and reused (lists copied) after."""
         s = self.s
         attrs = instr.attrs
+        cache = self.attr_cache
+        opcode = instr.opcode
+        p = self.p
         while True:
-            m = _RE_ATTR_FAST.match(s, self.p)
+            m = _RE_ATTR_FLAT.match(s, p)
             if m is None:
-                p = self.skip(self.p)
-                if not s.startswith(",", p):
-                    return
-                m = _RE_ATTR_NAME.match(s, p)
-                if m is None:
-                    raise self.error("an attribute ('name=value', no space before '=')", p + 1)
-            key = m.group(1)
-            if key in attrs or (key == "metadata" and instr.metadata_text is not None):
-                raise self.error("", m.start(1), f"attribute '{key}' is given twice")
-            self.p = m.end()
+                break
+            key, text = m.groups()
             if key == "metadata":
-                instr.metadata_text = self.metadata_text()
+                m = _RE_METADATA_ATTR.match(s, p)
+                if m is None or instr.metadata_text is not None:
+                    break  # `attribute` reads it, or reports it given twice
+                instr.metadata_text = m.group(1)
+                p = m.end()
                 continue
-            kind = A.INSTRUCTION_ATTRS.get(key)
-            allowed = A.attributes_of(instr.opcode)
-            if kind is None or (allowed is not None and key not in allowed):
-                if key == "sparsity" and instr.opcode == "dot":
-                    raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
-                self.unknown_attribute(key, m.start(1), instr.opcode, allowed)
-                attrs[key] = A.Raw(self.raw_value())
-            else:
-                if key == "parameter_replication" and instr.opcode != "parameter":
-                    raise self.error("", m.start(1), "parameter_replication= is for parameters only")
-                attrs[key] = self.typed_value(kind, key)
+            if key not in attrs:
+                hit = cache.get((opcode, key, text))
+                if hit is not None:
+                    value, is_list = hit
+                    attrs[key] = value[:] if is_list else value
+                    p = m.end()
+                    continue
+                # `calls=%fused.3`: every fusion calls its own computation, so the text
+                # is new each time; what `v_comp` / `v_comps` make of a plain name.
+                call_kind = self.call_keys.get((opcode, key))
+                if call_kind is not None and _RE_NAME.fullmatch(text):
+                    name = text[1:] if text[0] == "%" else text
+                    attrs[key] = name if call_kind == A.COMP else [name]
+                    p = m.end()
+                    continue
+            self.p = p
+            kind = self.attribute(instr)
+            if self.p == m.end() and kind in _CACHED_KINDS:
+                if kind in _CALL_KINDS:
+                    self.call_keys[(opcode, key)] = kind
+                    if "=" in text:
+                        p = self.p
+                        continue
+                value = attrs[key]
+                cache[(opcode, key, text)] = (value[:], True) if type(value) is list else (value, False)
+            p = self.p
+        end = _RE_LINE_END.match(s, p)
+        if end is not None:
+            self.p = end.end()
+            return
+        self.p = p
+        while self.attribute(instr) is not None:
+            pass
+
+    def attribute(self, instr: Instruction) -> str | None:
+        """One `, key=value` attribute; returns the kind of value read (None at the end
+        of the attributes)."""
+        s = self.s
+        attrs = instr.attrs
+        m = _RE_ATTR_FAST.match(s, self.p)
+        if m is None:
+            p = self.skip(self.p)
+            if not s.startswith(",", p):
+                return None
+            m = _RE_ATTR_NAME.match(s, p)
+            if m is None:
+                raise self.error("an attribute ('name=value', no space before '=')", p + 1)
+        key = m.group(1)
+        if key in attrs or (key == "metadata" and instr.metadata_text is not None):
+            raise self.error("", m.start(1), f"attribute '{key}' is given twice")
+        self.p = m.end()
+        if key == "metadata":
+            instr.metadata_text = self.metadata_text()
+            return "metadata"
+        kind = A.INSTRUCTION_ATTRS.get(key)
+        allowed = A.attributes_of(instr.opcode)
+        if kind is None or (allowed is not None and key not in allowed):
+            if key == "sparsity" and instr.opcode == "dot":
+                raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
+            self.unknown_attribute(key, m.start(1), instr.opcode, allowed)
+            attrs[key] = A.Raw(self.raw_value())
+            return "raw"
+        if key == "parameter_replication" and instr.opcode != "parameter":
+            raise self.error("", m.start(1), "parameter_replication= is for parameters only")
+        attrs[key] = self.typed_value(kind, key)
+        return kind
 
     def module_attr(self, key: str, pos: int) -> Any:
         kind = A.MODULE_ATTRS.get(key)
@@ -1633,12 +1848,16 @@ class _Parser:
                 return A.BackendConfig(text, raw, "string")
             return A.BackendConfig(value, raw, "string")
         if s.startswith("{", p):
-            try:
-                value, end = _JSON.raw_decode(s, p)
-                self.p = end
-                return A.BackendConfig(value, s[p:end], "json")
-            except ValueError:
-                pass
+            # Only text that can start a JSON object goes to the JSON decoder: its error
+            # counts the lines of the whole dump up to the failure (quadratic in a large
+            # dump holding many MLIR-dictionary configs).
+            if _RE_JSON_OBJECT_START.match(s, p):
+                try:
+                    value, end = _JSON.raw_decode(s, p)
+                    self.p = end
+                    return A.BackendConfig(value, s[p:end], "json")
+                except ValueError:
+                    pass
             self.p = p
             raw = self.braced("a backend config '{...}'")
             try:
@@ -1897,6 +2116,19 @@ class _Parser:
     }
 
 
+# Attribute kinds whose values `_Parser.attributes` reuses for the same text: read by a
+# pure function of the text, and immutable or a list of immutable items (copied).  The
+# computation kinds only as names: `to_apply={ ... }` defines an inline computation.
+_CACHED_KINDS = frozenset({
+    A.INT, A.FLOAT, A.BOOL, A.IDENT, A.STRING, A.INTS, A.IDENTS, A.NAMES, A.COMP, A.COMPS,
+    A.SLICE, A.PADDING, A.WINDOW, A.DIM_LABELS, A.GROUPS, A.PAIRS, A.SHARDING, A.SHAPE,
+    A.SHAPES, A.BOOLS,
+})
+_CALL_KINDS = frozenset({A.COMP, A.COMPS})
+# The attributes that name computations.
+_CALL_KEYS = frozenset(key for key, kind in A.INSTRUCTION_ATTRS.items() if kind in _CALL_KINDS)
+# The attributes `_Parser.check_instruction_attrs` looks at (besides a conditional's).
+_CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors"})
 # Attribute kinds holding integers, which XLA reads as int64.
 _INTEGER_KINDS = frozenset({A.INT, A.INTS, A.INTS_OR_LISTS, A.GROUPS, A.PAIRS, A.SLICE, A.PADDING, A.WINDOW})
 

@@ -168,6 +168,9 @@ _SAME_DIMS = frozenset({
 # Operands that may be scalars beside arrays: clamp's bounds, select's predicate.
 _SCALAR_OK = {"clamp": (0, 2), "select": (0,)}
 _CHECK_BY_INFERENCE = frozenset({"transpose", "concatenate", "pad", "reduce", "reduce-window", "dot"})
+# The opcodes whose written shape `check_written_shape` accepts at once where every
+# operand has the result's dimensions.
+SAME_DIMS = _SAME_DIMS
 # The opcodes `check_written_shape` checks.
 CHECKED_SHAPES = _SAME_DIMS | _CHECK_BY_INFERENCE | {"reshape", "broadcast", "slice", "dynamic-slice", "get-tuple-element",
                                                      "dynamic-update-slice", "convolution", "copy-start", "copy-done"}
