@@ -26,7 +26,8 @@ import math
 from jaxlib.mlir import ir
 
 from converter.hlo import attrs as A
-from converter.hlo.parser import conv_dim_labels, parse_window
+from converter.hlo.attribute_grammar import conv_dim_labels
+from converter.hlo.parser import parse_window
 from passes.lib import rewrite as rw
 from passes.lib.registry import PassOptions, register_pass
 

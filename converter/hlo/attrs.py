@@ -13,14 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from converter.hlo.escapes import c_unescape, c_unescape_bytes
-from converter.hlo.ir import Shape
-
-
-@dataclass(frozen=True, slots=True)
-class Raw:
-    """An attribute value kept as the exact text of the dump."""
-
-    text: str
+from converter.hlo.ir import Raw, Shape  # noqa: F401  (Raw: attrs.Raw, an attribute value kind)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,12 @@ shape inference.  Attribute values are typed Python values (see `converter.hlo.a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+
+from converter.hlo.collectives import implied_device_counts
+from converter.hlo.escapes import c_unescape
 
 # Element types as XLA spells them, with their width in bits.
 ELEMENT_BITS: dict[str, int] = {
@@ -179,8 +183,6 @@ class Shape:
         return self.dims == other.dims
 
     def __str__(self) -> str:
-        from converter.hlo.printer import shape_to_text
-
         return shape_to_text(self)
 
 
@@ -240,8 +242,6 @@ class Instruction:
     @property
     def metadata(self) -> Metadata | None:
         if self._metadata is None and self.metadata_text is not None:
-            from converter.hlo.parser import parse_metadata
-
             self._metadata = parse_metadata(self.metadata_text)
         return self._metadata
 
@@ -360,8 +360,6 @@ class Module:
 
     def _device_counts(self) -> tuple[int, int]:
         if self._implied_devices is None:
-            from converter.hlo.collectives import implied_device_counts
-
             given = [int(self.attrs[k]) if k in self.attrs else None for k in ("replica_count", "num_partitions")]
             self._implied_devices = implied_device_counts(
                 (i for c in self.computations for i in c.instructions), *given)
@@ -385,7 +383,83 @@ class Module:
     def computation(self, name: str) -> Computation:
         return self.by_name[name]
 
-    def to_text(self) -> str:
-        from converter.hlo.printer import module_to_text
 
-        return module_to_text(self)
+# ----------------------------------------------------------------------- text
+# The metadata of an instruction, read when first asked for (`Instruction.metadata`):
+# quoted, bare, braced or single-quoted values, one pattern over the whole text.
+_RE_METADATA_ANY_KV = re.compile(
+    r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
+
+
+def parse_metadata(text: str) -> Metadata:
+    """A Metadata record from the text inside `metadata={...}`."""
+    # One pass of one pattern: the values are quoted, bare, braced or single-quoted.
+    pairs = _RE_METADATA_ANY_KV.findall(text)
+    md = Metadata()
+    for key, quoted, bare, single in pairs:
+        if single:
+            quoted = single
+        if key == "op_type":
+            md.op_type = c_unescape(quoted)
+        elif key == "op_name":
+            md.op_name = c_unescape(quoted)
+        elif key == "source_file":
+            md.source_file = c_unescape(quoted)
+        elif key in ("source_line", "stack_frame_id") and (bare or quoted).isdigit() and int(bare or quoted) < 1 << 31:
+            setattr(md, key, int(bare or quoted))
+        else:
+            md.extra[key] = c_unescape(quoted) if bare == "" else (int(bare) if bare.isdigit() else Raw(bare))
+    return md
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An attribute value kept as the exact text of the dump."""
+
+    text: str
+
+
+def layout_to_text(layout: Layout) -> str:
+    """`{1,0:T(8,128)(2,1)E(4)S(1)}`: the fields in the one order XLA reads them,
+    D T L # * E S SC P M."""
+    parts = [",".join(str(d) for d in layout.minor_to_major)]
+    fields = []
+    if layout.dim_level_types:
+        fields.append("D(" + ",".join(layout.dim_level_types) + ")")
+    if layout.tiles:
+        fields.append("T" + "".join("(" + ",".join("*" if d == -1 else str(d) for d in t.dims) + ")" for t in layout.tiles))
+    if layout.tail_padding_alignment:
+        fields.append(f"L({layout.tail_padding_alignment})")
+    if layout.index_type:
+        fields.append(f"#({layout.index_type})")
+    if layout.pointer_type:
+        fields.append(f"*({layout.pointer_type})")
+    if layout.element_size_bits:
+        fields.append(f"E({layout.element_size_bits})")
+    if layout.memory_space:
+        fields.append(f"S({layout.memory_space})")
+    if layout.split_configs:
+        fields.append("SC" + "".join(f"({sc.dimension}:" + ",".join(map(str, sc.split_indices)) + ")"
+                                     for sc in layout.split_configs))
+    if layout.physical_shape is not None:
+        fields.append("P(" + shape_to_text(layout.physical_shape) + ")")
+    if layout.dynamic_shape_metadata_prefix_bytes:
+        fields.append(f"M({layout.dynamic_shape_metadata_prefix_bytes})")
+    if fields:
+        parts.append(":" + "".join(fields))
+    return "{" + "".join(parts) + "}"
+
+
+def shape_to_text(shape: Shape, with_layout: bool = True) -> str:
+    if shape.is_tuple:
+        return "(" + ", ".join(shape_to_text(s, with_layout) for s in shape.tuple_shapes) + ")"
+    if shape.is_buffer:
+        return "b(" + shape_to_text(shape.tuple_shapes[0], with_layout) + ")"
+    dims = ",".join(
+        "?" if d == UNBOUNDED else ("<=" if dyn else "") + str(d)
+        for d, dyn in zip(shape.dims, shape.dynamic or (False,) * len(shape.dims))
+    )
+    text = f"{shape.element_type}[{dims}]"
+    if with_layout and shape.layout is not None:
+        text += layout_to_text(shape.layout)
+    return text

@@ -1,4 +1,4 @@
-"""HLO IR → HLO text that XLA's parser accepts (`Module.to_text()`)."""
+"""HLO IR → HLO text that XLA's parser accepts (`module_to_text`)."""
 
 from __future__ import annotations
 
@@ -10,53 +10,7 @@ import numpy as np
 
 from converter.hlo import attrs as A
 from converter.hlo.escapes import c_escape
-from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, UNBOUNDED
-
-
-def layout_to_text(layout: Layout) -> str:
-    """`{1,0:T(8,128)(2,1)E(4)S(1)}`: the fields in the one order XLA reads them,
-    D T L # * E S SC P M."""
-    parts = [",".join(str(d) for d in layout.minor_to_major)]
-    fields = []
-    if layout.dim_level_types:
-        fields.append("D(" + ",".join(layout.dim_level_types) + ")")
-    if layout.tiles:
-        fields.append("T" + "".join("(" + ",".join("*" if d == -1 else str(d) for d in t.dims) + ")" for t in layout.tiles))
-    if layout.tail_padding_alignment:
-        fields.append(f"L({layout.tail_padding_alignment})")
-    if layout.index_type:
-        fields.append(f"#({layout.index_type})")
-    if layout.pointer_type:
-        fields.append(f"*({layout.pointer_type})")
-    if layout.element_size_bits:
-        fields.append(f"E({layout.element_size_bits})")
-    if layout.memory_space:
-        fields.append(f"S({layout.memory_space})")
-    if layout.split_configs:
-        fields.append("SC" + "".join(f"({sc.dimension}:" + ",".join(map(str, sc.split_indices)) + ")"
-                                     for sc in layout.split_configs))
-    if layout.physical_shape is not None:
-        fields.append("P(" + shape_to_text(layout.physical_shape) + ")")
-    if layout.dynamic_shape_metadata_prefix_bytes:
-        fields.append(f"M({layout.dynamic_shape_metadata_prefix_bytes})")
-    if fields:
-        parts.append(":" + "".join(fields))
-    return "{" + "".join(parts) + "}"
-
-
-def shape_to_text(shape: Shape, with_layout: bool = True) -> str:
-    if shape.is_tuple:
-        return "(" + ", ".join(shape_to_text(s, with_layout) for s in shape.tuple_shapes) + ")"
-    if shape.is_buffer:
-        return "b(" + shape_to_text(shape.tuple_shapes[0], with_layout) + ")"
-    dims = ",".join(
-        "?" if d == UNBOUNDED else ("<=" if dyn else "") + str(d)
-        for d, dyn in zip(shape.dims, shape.dynamic or (False,) * len(shape.dims))
-    )
-    text = f"{shape.element_type}[{dims}]"
-    if with_layout and shape.layout is not None:
-        text += layout_to_text(shape.layout)
-    return text
+from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, layout_to_text, shape_to_text  # noqa: F401  (printed as XLA does)
 
 
 # ----------------------------------------------------------------------- literals

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from converter.common.errors import ConverterError
 from converter.hlo.ir import Computation, Instruction, Module
+from converter.hlo.printer import module_to_text
 
 # Computation-valued attributes whose computation is imported in line with the caller
 # (its values are values of the caller's block) and those that are a while body.
@@ -289,4 +290,4 @@ def truncated_module(hlo: Module, name: str) -> str:
     m.entry = new_entry
     m.attrs.pop("entry_computation_layout", None)
     m.attrs.pop("input_output_alias", None)
-    return m.to_text()
+    return module_to_text(m)

@@ -1,7 +1,7 @@
 """The grammar notes' snippets (copied to tests/hlo/snippets/), against XLA's parser.
 
 - accepted/: XLA (jaxlib 0.10.2) reads them; we read the same computations, opcodes and
-  shapes, and XLA reads our printed text (`to_text()`) exactly as it read the original.
+  shapes, and XLA reads our printed text (`module_to_text`) exactly as it read the original.
 - rejected/: XLA rejects them; so do we, with an HloParseError at the offending token.
 - newer_xla/: what newer XLA prints; jaxlib 0.10.2 rejects them, jaxlib 0.12 reads them as
   we do (their typed values are checked in test_newer_xla.py).
@@ -20,6 +20,7 @@ import pytest
 
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.runtime.xla_parser import XlaParseError
+from converter.hlo.printer import module_to_text
 from tests.hlo.xla_view import our_view, xla_module, xla_named_view, xla_view
 
 SNIPPETS = pathlib.Path(__file__).parent / "snippets"
@@ -46,10 +47,10 @@ def test_accepted_snippet_reads_as_xla_reads_it(name):
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_accepted_snippet_prints_back_to_what_xla_reads_the_same(name):
     text = _read("accepted", name)
-    printed = parse_hlo(text, name).to_text()
+    printed = module_to_text(parse_hlo(text, name))
     assert xla_named_view(printed) == xla_named_view(text)
     # Printing is stable: our reading of our own output prints the same text.
-    assert parse_hlo(printed, "printed").to_text() == printed
+    assert module_to_text(parse_hlo(printed, "printed")) == printed
 
 
 # Where each rejected snippet fails: the token XLA's parser stops at.
@@ -108,7 +109,7 @@ def test_newer_xla_form_is_read_and_as_this_jaxlib_reads_it(name):
     module = parse_hlo(text, name)
     assert not module.warnings, module.warnings
     # Printing keeps the form: reading the print gives the same module text again.
-    assert parse_hlo(module.to_text()).to_text() == module.to_text()
+    assert module_to_text(parse_hlo(module_to_text(module))) == module_to_text(module)
     try:
         theirs = xla_view(text)
     except XlaParseError:

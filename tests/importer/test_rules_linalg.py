@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.hlo.parser import conv_dim_labels
+from converter.hlo.attribute_grammar import conv_dim_labels
 from tests.helpers import assert_close, run_ours
 from tests.importer.hlo_snippets import differential_by_output
 
