@@ -244,9 +244,6 @@ class BackendConfig:
     raw: str
     form: str
 
-    def as_dict(self) -> dict[str, Any]:
-        return self.value if isinstance(self.value, dict) else {}
-
     def text(self) -> str:
         """The config as XLA stores it on the instruction (the string, unquoted)."""
         if self.form == "string":

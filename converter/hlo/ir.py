@@ -29,10 +29,8 @@ ELEMENT_BITS: dict[str, int] = {
 FLOAT_TYPES = frozenset(
     t for t in ELEMENT_BITS if t.startswith(("f", "bf")) and t not in ("f",)
 )
-COMPLEX_TYPES = frozenset({"c64", "c128"})
 SIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("s"))
 UNSIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("u"))
-INTEGER_TYPES = SIGNED_TYPES | UNSIGNED_TYPES
 
 # A dynamic dimension whose bound is unknown (`?` in the text).
 UNBOUNDED = -1
@@ -76,10 +74,6 @@ class Layout:
     split_configs: tuple[SplitConfig, ...] = ()  # SC(0:1,2)(1:2)
     physical_shape: "Shape | None" = None  # P(shape), sparse arrays only
     dynamic_shape_metadata_prefix_bytes: int = 0  # M(n)
-
-    def is_default(self) -> bool:
-        n = len(self.minor_to_major)
-        return self.minor_to_major == tuple(range(n - 1, -1, -1))
 
     def major_to_minor(self) -> tuple[int, ...]:
         return tuple(reversed(self.minor_to_major))
@@ -318,20 +312,6 @@ class StackFrames:
         return (self.file_names.get(loc.get("file_name_id", 0), ""),
                 self.function_names.get(loc.get("function_name_id", 0), ""),
                 loc.get("line", 0), loc.get("column", 0))
-
-    def call_stack(self, frame_id: int) -> list[tuple[str, str, int, int]]:
-        """Frame `frame_id` and its callers, innermost first (stops at a cycle, which
-        XLA's parser treats as a corrupt table)."""
-        out: list[tuple[str, str, int, int]] = []
-        seen: set[int] = set()
-        while frame_id and frame_id not in seen:
-            seen.add(frame_id)
-            entry = self.frame(frame_id)
-            if entry is None:
-                break
-            out.append(entry)
-            frame_id = self.parent(frame_id)
-        return out
 
     def location(self, frame_id: int) -> tuple[str, int, int] | None:
         """(file, line, column) of the innermost frame `frame_id`."""

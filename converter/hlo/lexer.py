@@ -67,7 +67,6 @@ _RE_SIGNATURE_ITEM = re.compile(r"([A-Za-z_][\w.\-]*): (" + _SIGNATURE_SHAPE + r
 _RE_ARRAY_PARTS = re.compile(r"([a-z][a-z0-9]*)\[([^\]\n]*)\](?:\{([^{}\n]*)\})?")
 _RE_INSTR_HEAD = re.compile(_W + r"(ROOT\s+)?(" + _NAME + r")(" + _W + r")=" + _W, re.S)
 _RE_OPCODE = re.compile(r"([a-z][a-z0-9\-]*)" + _W + r"\(", re.S)
-_RE_OPERAND = re.compile(_W + r"(?:(" + _ARRAY_SHAPE + r")" + _W + r")?(" + _OPERAND_NAME + r")", re.S)
 # Fast paths for the common case (no comments, array shapes, operands without tuple
 # shapes); anything else falls back to the general grammar, which also reports errors.
 _OPERAND_FAST = r"\s*(?:/\*index=\d+\*/\s*)?(?:" + _ARRAY_SHAPE + r"\s+)?" + _OPERAND_NAME + r"\s*"
@@ -95,7 +94,6 @@ _RE_KEY = re.compile(r"([A-Za-z_][\w.\-]*)=")
 _RE_INT = re.compile(r"-?\d+")
 _RE_FLOAT = re.compile(r"-?(?:nan|inf|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 _RE_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
-_RE_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.S)
 _RE_STRING_ANY = re.compile(r'"((?:[^"\\]|\\.)*)"|\'((?:[^\'\\]|\\.)*)\'', re.S)
 _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d+)*)?)" + _W + r"\}", re.S)
 # A quoted string as an unrolled loop (runs of plain characters, then one escape): the

@@ -442,9 +442,9 @@ class _Parser(AttributeGrammar):
             if name[0] == "%":
                 name = name[1:]
             elif not space:
-                self.bad_name(fast.start(2), name, True)
+                self.bad_name(fast.start(2), name)
             if name in _ILLEGAL_NAMES:
-                self.bad_name(fast.start(2), fast.group(2), not space)
+                self.bad_name(fast.start(2), fast.group(2))
             pos = fast.start(1) if root is not None else fast.start(2)
             line_pos = self._line_pos
             if pos >= line_pos:  # line_col, inlined: the common case
@@ -491,12 +491,12 @@ class _Parser(AttributeGrammar):
             raise self.error("an instruction ('name = shape opcode(...)')")
         name = m.group(2)
         if (not m.group(3) and name[0] != "%") or name.lstrip("%") in _ILLEGAL_NAMES:
-            self.bad_name(m.start(2), name, not m.group(3))
+            self.bad_name(m.start(2), name)
         line, col = self.line_col(m.start(1) if m.group(1) else m.start(2))
         self.p = m.end()
         return self.instruction_rhs(name.lstrip("%"), line, col, m.group(1) is not None, allow_attributes=True)
 
-    def bad_name(self, pos: int, name: str, glued: bool) -> None:
+    def bad_name(self, pos: int, name: str) -> None:
         bare = name.lstrip("%")
         if bare in _ILLEGAL_NAMES:
             raise self.error("", pos, f"illegal instruction name '{bare}' (an element type); rename it, e.g. to '{bare}_'")
