@@ -8,7 +8,7 @@ reassociate native all-reduces (all-reduce(x) + all-reduce(y) -> all-reduce(x + 
 it cannot do to a fold.  So the runtime runs this pass on every multi-device module, in one
 process or several, and both compile the same module.  It writes each such all-reduce as an all-gather, or a reduce-scatter as an
 all-to-all of its blocks (both move bits without arithmetic), followed by that fold with
-the collective's own combiner (passes/collective_folds.py).  An all-reduce so written needs
+the collective's own combiner (passes/lib/collective_folds.py).  An all-reduce so written needs
 its operand's memory times the group size, so one whose gathered operands would exceed
 `ORDERED_LIMIT_BYTES` is left native (it may then round differently) and reported.
 """

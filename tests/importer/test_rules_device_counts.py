@@ -1,6 +1,6 @@
 """How many devices a module runs on when its header is silent, and a clear refusal
 when its collectives name more devices than the header declares
-(converter/collectives.py: implied_device_counts, device_id_conflict).
+(converter/hlo/collectives.py: implied_device_counts, device_id_conflict).
 
 XLA's own test modules leave replica_count to the runner; run with the count their
 groups imply, they must match XLA run on that many replicas.  Values are small integers

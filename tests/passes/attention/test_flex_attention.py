@@ -1,4 +1,4 @@
-"""cuDNN flex attention (passes/flex_attention.py, applied by the cudnn-fmha pass) run
+"""cuDNN flex attention (passes/lib/flex_attention.py, applied by the cudnn-fmha pass) run
 alone on real GPU dumps of jax's `score_mod` attention (tests/passes/attention/dumps/flex_*):
 the call goes, the score function it names is inlined into the entry, and the result is
 NumPy's attention with that score function — for the dump's own score function and for
