@@ -52,6 +52,8 @@ def _add_pipeline_args(p: argparse.ArgumentParser) -> None:
                         "unless told (default); 'error' fails; 'zeros'/'random' run with made-up values")
     p.add_argument("--dump-dir", metavar="DIR", help="write the module after the import and after each pass")
     p.add_argument("--print-ir-after-all", action="store_true", help="print the module after each pass (stderr)")
+    p.add_argument("--verify-each", action="store_true",
+                   help="verify the module after every pass, not once at the end (names the pass that broke it)")
     _add_unknown_attributes_arg(p)
 
 
@@ -175,7 +177,8 @@ def _pass_options(args):
     from passes import PassOptions
 
     return PassOptions(allow_custom_calls=set(args.allow_custom_call), strict_portable=args.strict_portable,
-                       path=getattr(args, "dump", None) or getattr(args, "input", ""))
+                       path=getattr(args, "dump", None) or getattr(args, "input", ""),
+                       verify_each=getattr(args, "verify_each", False))
 
 
 def _import_options(args):

@@ -36,7 +36,8 @@ def known_targets() -> list[str]:
 
 
 @register_pass("custom-call-policy",
-               "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only")
+               "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only",
+               ops=("stablehlo.custom_call",))
 def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
     unknown: list[str] = []
     for op in rw.custom_calls(module):

@@ -104,7 +104,8 @@ def _sink_reshapes(module: ir.Module) -> None:
             rw.replace(op, [b.reshape(inner.result, b.shape_of(op.result))])
 
 
-@register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general")
+@register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
+               ops=("stablehlo.convolution",))
 def matmul_convolutions(module: ir.Module, options: PassOptions) -> None:
     rewritten = False
     for op in rw.walk(module, "stablehlo.convolution"):

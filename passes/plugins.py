@@ -284,7 +284,8 @@ def _where_in(e: BaseException, path: str) -> str:
 
 
 @register_pass("custom-call-plugins",
-               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)")
+               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)",
+               ops=("stablehlo.custom_call",))
 def apply_plugins(module: ir.Module, options: PassOptions) -> None:
     # --allow-custom-call keeps a call as it is, plug-in or not.
     calls = [op for op in rw.custom_calls(module) if rw.call_target(op) not in options.allow_custom_calls]

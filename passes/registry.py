@@ -26,6 +26,9 @@ class PassOptions:
     # Query/key block size of the portable attention (0: chosen from the shapes).  Tests
     # set it small to exercise the blockwise loops on small shapes.
     attention_block: int = 0
+    # Verify the module after every pass (the pass manager otherwise verifies once, at the
+    # end, and names every pass that ran when it does not verify).
+    verify_each: bool = False
 
 
 PassFn = Callable[[ir.Module, PassOptions], None]
@@ -38,20 +41,27 @@ class Pass:
     run: PassFn
     # Custom-call targets (exact names, or prefixes ending in '*') the pass rewrites.
     targets: tuple[str, ...] = ()
+    # Other ops the pass rewrites ("stablehlo.custom_call": any custom-call).  A pass that
+    # names targets or ops has no work, and is skipped, when the module holds none.
+    ops: tuple[str, ...] = ()
+    # MLIR's own passes: C++ that assumes a valid module (and keeps it valid), so the
+    # manager verifies what the passes before it wrote first.
+    needs_valid_input: bool = False
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}
 
 
-def register_pass(name: str, doc: str, targets: tuple[str, ...] = ()) -> Callable[[PassFn], PassFn]:
+def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
+                  needs_valid_input: bool = False) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets)
+        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input)
         return fn
 
     return register

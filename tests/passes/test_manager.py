@@ -61,12 +61,63 @@ def test_verification_failure_names_the_pass():
         # A result type that disagrees with the operand's: invalid.
         op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
 
+    @register_pass("test-read-module", "a pass that only reads (test only)")
+    def read_module(module: ir.Module, options: PassOptions) -> None:
+        from passes import rewrite as rw
+
+        rw.walk(module)
+
     try:
         module = convert_text(MODULE, pipeline="none")
         with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
             run_pipeline(module, ["test-break-module"])
+        # Verified once at the end: every pass that ran is named, and --verify-each names which.
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="one of the passes 'test-break-module', 'test-read-module' produced an "
+                                            "invalid module \\(--verify-each names which\\)"):
+            run_pipeline(module, ["test-break-module", "test-read-module"])
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            run_pipeline(module, ["test-break-module", "test-read-module"], PassOptions(verify_each=True))
+        # MLIR's own passes assume a valid module: what the passes before them wrote is
+        # verified first (cse on this module would otherwise run on invalid IR).
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            run_pipeline(module, ["test-break-module", "cse", "test-read-module"])
     finally:
         del PASSES["test-break-module"]
+        del PASSES["test-read-module"]
+
+
+def test_passes_without_their_ops_are_skipped_and_the_next_pass_sees_every_op():
+    seen: dict[str, list[str]] = {}
+
+    def recorder(name):
+        def run(module: ir.Module, options: PassOptions) -> None:
+            from passes import rewrite as rw
+
+            seen[name] = [op.name for op in rw.walk(module)]
+            if name == "test-rewrite":  # changes the module: later passes must not see stale ops
+                exp = rw.walk(module, "stablehlo.exponential")[0]
+                with rw.at(exp):
+                    rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+        return run
+
+    register_pass("test-wants-sort", "test only", ops=("stablehlo.sort",))(recorder("test-wants-sort"))
+    register_pass("test-wants-call", "test only", targets=("foo*",))(recorder("test-wants-call"))
+    register_pass("test-rewrite", "test only", ops=("stablehlo.reduce",))(recorder("test-rewrite"))
+    register_pass("test-after", "test only", ops=("stablehlo.tanh",))(recorder("test-after"))
+    try:
+        module = convert_text(MODULE, pipeline="none")
+        expected = []
+        module.operation.walk(lambda op: expected.append(op.name) or ir.WalkResult.ADVANCE, ir.WalkOrder.PRE_ORDER)
+        run_pipeline(module, ["test-wants-sort", "test-wants-call", "test-rewrite", "test-after"])
+        assert sorted(seen) == ["test-after", "test-rewrite"]  # no sort, no custom-call foo*
+        assert seen["test-rewrite"] == expected
+        assert seen["test-after"] == [n.replace("exponential", "tanh") for n in expected]
+    finally:
+        for name in ("test-wants-sort", "test-wants-call", "test-rewrite", "test-after"):
+            del PASSES[name]
 
 
 def test_dump_dir_writes_one_file_per_pass_in_order(tmp_path):
