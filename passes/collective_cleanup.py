@@ -40,7 +40,8 @@ def _key(op: ir.Operation) -> tuple:
     return (op.name, tuple(op.operands), _attrs_key(op), regions, tuple(str(r.type) for r in op.results))
 
 
-@register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)", ops=COLLECTIVES)
+@register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)",
+               ops=COLLECTIVES, keeps_targets=True)
 def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
     changed = True
     while changed:  # erasing one collective can leave the one feeding it unused

@@ -38,7 +38,7 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
 
 
 @register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results",
-               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))
+               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True)
 def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
     # One walk for both rewrites: rebuilding a custom-call moves no if/case.
     ops = [(op, op.name) for op in rw.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]

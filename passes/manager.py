@@ -114,6 +114,9 @@ def run_pipeline(
     # or custom-call targets the module does not hold is skipped: walking a large module
     # costs as much as most rewrites.  The next pass that runs reads its ops from it.
     index: OpIndex | None = None
+    # A superset of the module's custom-call targets: the index's, kept through the passes
+    # that write no call of a new target (which only remove calls or rebuild them).
+    targets: set[str] | None = None
     if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
         print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
     with module.context, ir.Location.unknown():
@@ -123,10 +126,12 @@ def run_pipeline(
             start = time.perf_counter()
             p = PASSES[name]
             if p.targets or p.ops:
-                if index is None:
+                if index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops)):
                     index = OpIndex(module)
-                if not any(o in index.names for o in p.ops) and \
-                        not any(target_matches(t, c) for t in p.targets for c in index.targets):
+                    targets = index.targets
+                present = index.names if index is not None else {"stablehlo.custom_call"} if targets else set()
+                if not any(o in present for o in p.ops) and \
+                        not any(target_matches(t, c) for t in p.targets for c in targets):
                     report.timings.append((name, time.perf_counter() - start))
                     if dump_dir:
                         _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
@@ -134,16 +139,22 @@ def run_pipeline(
             if p.needs_valid_input and unverified:
                 verify(module, unverified)
                 unverified = []
-            offer_index(index)
-            index = None
+            offered, index = index, None
+            offer_index(offered)
             try:
-                p.run(module, options)
+                changed = p.run(module, options)
             except PassError:
                 raise
             except ir.MLIRError as e:
                 raise PassError(f"pass '{name}' failed: {e}") from None
             finally:
                 offer_index(None)
+            if changed is False:  # the pass says it left the module as it was
+                index = offered
+                report.timings.append((name, time.perf_counter() - start))
+                continue
+            if not p.keeps_targets:
+                targets = None
             if not p.needs_valid_input:
                 unverified.append(name)
             if verify_each:

@@ -105,7 +105,7 @@ def _sink_reshapes(module: ir.Module) -> None:
 
 
 @register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
-               ops=("stablehlo.convolution",))
+               ops=("stablehlo.convolution",), keeps_targets=True)
 def matmul_convolutions(module: ir.Module, options: PassOptions) -> None:
     rewritten = False
     for op in rw.walk(module, "stablehlo.convolution"):

@@ -31,7 +31,9 @@ class PassOptions:
     verify_each: bool = False
 
 
-PassFn = Callable[[ir.Module, PassOptions], None]
+# A pass may return False to say that it left the module as it was (the pass manager then
+# keeps what it knows of the module's ops); None or True: it may have changed it.
+PassFn = Callable[[ir.Module, PassOptions], "bool | None"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,10 @@ class Pass:
     # MLIR's own passes: C++ that assumes a valid module (and keeps it valid), so the
     # manager verifies what the passes before it wrote first.
     needs_valid_input: bool = False
+    # The pass writes no custom-call of a target the module did not hold (it removes
+    # calls, or rebuilds them, or writes plain ops), so the pass manager's list of the
+    # module's targets stays a superset of them, enough to skip the passes that have none.
+    keeps_targets: bool = False
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
@@ -54,14 +60,14 @@ PASSES: dict[str, Pass] = {}
 
 
 def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
-                  needs_valid_input: bool = False) -> Callable[[PassFn], PassFn]:
+                  needs_valid_input: bool = False, keeps_targets: bool = False) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input)
+        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets)
         return fn
 
     return register

@@ -14,17 +14,18 @@ def _run(module: ir.Module, pipeline: str) -> None:
     pm.run(module.operation)
 
 
-@register_pass("canonicalize", "MLIR canonicalization (folds, simplifies; semantics-preserving)", needs_valid_input=True)
+@register_pass("canonicalize", "MLIR canonicalization (folds, simplifies; semantics-preserving)",
+               needs_valid_input=True, keeps_targets=True)
 def canonicalize(module: ir.Module, options: PassOptions) -> None:
     _run(module, "canonicalize")
 
 
-@register_pass("cse", "common subexpression elimination", needs_valid_input=True)
+@register_pass("cse", "common subexpression elimination", needs_valid_input=True, keeps_targets=True)
 def cse(module: ir.Module, options: PassOptions) -> None:
     _run(module, "cse")
 
 
-@register_pass("symbol-dce", "remove private functions nothing calls", needs_valid_input=True)
+@register_pass("symbol-dce", "remove private functions nothing calls", needs_valid_input=True, keeps_targets=True)
 def symbol_dce(module: ir.Module, options: PassOptions) -> None:
     _run(module, "symbol-dce")
 

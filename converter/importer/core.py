@@ -115,6 +115,9 @@ class ModuleImporter:
     # ------------------------------------------------------------------ locations
     def location(self, instr: Instruction) -> ir.Location:
         loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
+        text = instr.metadata_text
+        if text is not None and "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
+            return loc  # metadata without a source (only scheduling names, ...): not worth parsing
         md = instr.metadata
         if md is None:
             return loc

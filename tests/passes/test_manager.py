@@ -236,3 +236,43 @@ def test_passes_see_options_io():
     module = convert_text(MODULE, pipeline="none")
     run_pipeline(module, ["cse"], print_ir_after_all=out)
     assert "IR after cse" in out.getvalue()
+
+
+def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch):
+    import passes.manager as manager
+    from passes import rewrite as rw
+
+    walks = []
+
+    class CountedIndex(rw.OpIndex):
+        def __init__(self, module):
+            walks.append(1)
+            super().__init__(module)
+
+    monkeypatch.setattr(manager, "OpIndex", CountedIndex)
+
+    def unchanged(module: ir.Module, options: PassOptions) -> bool:
+        return False
+
+    def rewrites(module: ir.Module, options: PassOptions) -> None:
+        exp = rw.walk(module, "stablehlo.exponential")[0]
+        with rw.at(exp):
+            rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+
+    register_pass("test-unchanged", "test only", ops=("stablehlo.reduce",))(unchanged)
+    register_pass("test-keeps", "test only", ops=("stablehlo.reduce",), keeps_targets=True)(rewrites)
+    register_pass("test-wants-call", "test only", targets=("foo*",))(unchanged)
+    ran = []
+    register_pass("test-wants-tanh", "test only", ops=("stablehlo.tanh",))(lambda m, o: ran.append(1))
+    try:
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-unchanged", "test-wants-call", "test-unchanged"])
+        assert len(walks) == 1  # what the first walk found still holds after a pass that changed nothing
+        walks.clear()
+        # After a pass that writes no new custom-call the targets are known (none here);
+        # the ops are not: a pass that looks for ops walks again and finds the new tanh.
+        report = run_pipeline(convert_text(MODULE, pipeline="none"), ["test-keeps", "test-wants-call", "test-wants-tanh"])
+        assert len(walks) == 2 and ran == [1]
+        assert [n for n, _ in report.timings] == ["test-keeps", "test-wants-call", "test-wants-tanh", "verify"]
+    finally:
+        for name in ("test-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
+            del PASSES[name]
