@@ -81,6 +81,7 @@ def main() -> None:
 
     import jaxlib._hlo as xla_hlo
 
+    from converter.api import convert_text
     from converter.hlo.parser import parse_hlo
     from converter.importer.core import import_hlo
     from converter.serialize import module_to_bytes
@@ -95,7 +96,7 @@ def main() -> None:
         return module
 
     def convert(module_text: str) -> str:  # what `convert` does, less reading and writing the files
-        return module_to_bytes(converted(parse_hlo(module_text, "bench.hlo")), "mlir")
+        return module_to_bytes(convert_text(module_text, "bench.hlo", pass_options=allow), "mlir")
 
     text = SAMPLE.read_text()
     print(f"{'copies':>6} {'MB':>7} {'xla parse':>10} {'parse':>8} {'import':>8} {'passes':>8} {'write':>8} "
