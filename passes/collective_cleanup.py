@@ -42,8 +42,9 @@ def _key(op: ir.Operation) -> tuple:
 
 @register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)",
                ops=COLLECTIVES, keeps_targets=True)
-def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
+def collective_cleanup(module: ir.Module, options: PassOptions) -> bool:
     changed = True
+    rounds = 0
     while changed:  # erasing one collective can leave the one feeding it unused
         changed = False
         seen: dict[tuple, list[ir.Operation]] = {}
@@ -59,3 +60,5 @@ def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
                 changed = True
             else:
                 same.append(op)
+        rounds += 1
+    return rounds > 1  # the last round changed nothing: any before it did

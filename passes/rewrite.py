@@ -73,19 +73,28 @@ class OpIndex:
 # reads before it rewrites), so the index is what a walk would find, and a pass that
 # rewrites does not walk the whole module once more.  Handed out once.
 _offered: OpIndex | None = None
+# The index the running pass's first walk used or made: the pass manager keeps it when
+# the pass says it changed nothing.
+_first: OpIndex | None = None
 
 
 def offer_index(index: OpIndex | None) -> None:
-    global _offered
-    _offered = index
+    global _offered, _first
+    _offered, _first = index, None
+
+
+def first_index() -> OpIndex | None:
+    return _first
 
 
 def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
-    global _offered
+    global _offered, _first
     index, _offered = _offered, None
-    if index is not None and index.module is module:
-        return index.ops
-    return OpIndex(module).ops
+    if index is None or index.module is not module:
+        index = OpIndex(module)
+    if _first is None:
+        _first = index
+    return index.ops
 
 
 def call_target(op: ir.Operation) -> str:

@@ -250,6 +250,7 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
             super().__init__(module)
 
     monkeypatch.setattr(manager, "OpIndex", CountedIndex)
+    monkeypatch.setattr(rw, "OpIndex", CountedIndex)
 
     def unchanged(module: ir.Module, options: PassOptions) -> bool:
         return False
@@ -259,7 +260,12 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
         with rw.at(exp):
             rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
 
+    def walks_unchanged(module: ir.Module, options: PassOptions) -> bool:
+        rw.walk(module, "stablehlo.reduce")
+        return False
+
     register_pass("test-unchanged", "test only", ops=("stablehlo.reduce",))(unchanged)
+    register_pass("test-walks-unchanged", "test only")(walks_unchanged)
     register_pass("test-keeps", "test only", ops=("stablehlo.reduce",), keeps_targets=True)(rewrites)
     register_pass("test-wants-call", "test only", targets=("foo*",))(unchanged)
     ran = []
@@ -268,11 +274,15 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-unchanged", "test-wants-call", "test-unchanged"])
         assert len(walks) == 1  # what the first walk found still holds after a pass that changed nothing
         walks.clear()
+        # ... also the walk of a pass that found the module unchanged
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"])
+        assert len(walks) == 1
+        walks.clear()
         # After a pass that writes no new custom-call the targets are known (none here);
         # the ops are not: a pass that looks for ops walks again and finds the new tanh.
         report = run_pipeline(convert_text(MODULE, pipeline="none"), ["test-keeps", "test-wants-call", "test-wants-tanh"])
         assert len(walks) == 2 and ran == [1]
         assert [n for n, _ in report.timings] == ["test-keeps", "test-wants-call", "test-wants-tanh", "verify"]
     finally:
-        for name in ("test-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
+        for name in ("test-unchanged", "test-walks-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
             del PASSES[name]
