@@ -8,6 +8,7 @@ found through the table in `converter.importer.registry`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -18,13 +19,16 @@ from jaxlib.mlir.dialects import func, stablehlo
 from converter import dtypes
 from converter.errors import ConverterError
 from converter.hlo import attrs as A
-from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
+from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.importer.build import bounded_type, integer_attr
 from converter.importer.registry import RULES, ImportRule
 from converter.mlir_context import make_context, mlir_element_type
 
 Values = list[ir.Value]
+
+_SCHEDULING_NAME = re.compile(r' ?\bscheduling_name="[^"\\]*"')
+_MISSING = object()
 
 
 class HloImportError(ConverterError):
@@ -68,6 +72,8 @@ class ModuleImporter:
         # The source part of instruction locations (op_name, stack frame or source file),
         # shared by many instructions: (stack_frame_id, source_file, source_line, op_name) -> location.
         self._sources: dict[tuple, ir.Location | None] = {}
+        # The same by the metadata's text less its scheduling name (see location).
+        self._sources_by_text: dict[str, ir.Location | None] = {}
         # One-element constants' attributes: (element type, dims, dtype, bytes) -> attribute.
         self.splat_constants: dict[tuple, ir.Attribute] = {}
         # Attributes (or attribute dictionaries) that rules make once per module, by a key of their own.
@@ -115,18 +121,31 @@ class ModuleImporter:
     # ------------------------------------------------------------------ locations
     def location(self, instr: Instruction) -> ir.Location:
         loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
-        text = instr.metadata_text
-        if text is not None and "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
-            return loc  # metadata without a source (only scheduling names, ...): not worth parsing
-        md = instr.metadata
+        # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
+        text = getattr(instr, "metadata_text", None)
+        if text is not None:
+            if "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
+                return loc  # metadata without a source (only scheduling names, ...): not worth parsing
+            # Instructions of one source differ in their scheduling names only: without
+            # them the text is a key (quoted values escape their quotes; single-quoted
+            # ones would not, so such text is its own key).
+            key = text if "'" in text else _SCHEDULING_NAME.sub("", text)
+            source = self._sources_by_text.get(key, _MISSING)
+            if source is _MISSING:
+                source = self._sources_by_text[key] = self._source(instr.metadata)
+        else:
+            source = self._source(instr.metadata)
+        return ir.Location.fused([loc, source]) if source is not None else loc
+
+    def _source(self, md: Metadata | None) -> ir.Location | None:
         if md is None:
-            return loc
+            return None
         key = (md.stack_frame_id, md.source_file, md.source_line, md.op_name)
         try:
-            source = self._sources[key]
+            return self._sources[key]
         except KeyError:
             source = self._sources[key] = self._source_location(*key)
-        return ir.Location.fused([loc, source]) if source is not None else loc
+            return source
 
     def _source_location(self, stack_frame_id: int, source_file: str, source_line: int,
                          op_name: str) -> ir.Location | None:
