@@ -8,7 +8,6 @@ found through the table in `converter.importer.registry`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -27,8 +26,22 @@ from converter.mlir_context import make_context, mlir_element_type
 
 Values = list[ir.Value]
 
-_SCHEDULING_NAME = re.compile(r' ?\bscheduling_name="[^"\\]*"')
 _MISSING = object()
+
+
+def _source_key(metadata_text: str) -> str:
+    """The metadata's text less its scheduling name, in which the instructions of one
+    source differ: two texts with the same key have the same op_name, source file and
+    line and stack frame.  A double-quoted value escapes its quotes, so the first
+    `scheduling_name="` is where that item starts; a text with single-quoted values
+    (which would not escape them) or an escape in the name is its own key."""
+    start = metadata_text.find('scheduling_name="')
+    if start < 0 or "'" in metadata_text:
+        return metadata_text
+    end = metadata_text.find('"', start + 17)
+    if end < 0 or "\\" in metadata_text[start + 17 : end]:
+        return metadata_text
+    return metadata_text[:start] + metadata_text[end + 1 :]
 
 
 class HloImportError(ConverterError):
@@ -126,10 +139,7 @@ class ModuleImporter:
         if text is not None:
             if "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
                 return loc  # metadata without a source (only scheduling names, ...): not worth parsing
-            # Instructions of one source differ in their scheduling names only: without
-            # them the text is a key (quoted values escape their quotes; single-quoted
-            # ones would not, so such text is its own key).
-            key = text if "'" in text else _SCHEDULING_NAME.sub("", text)
+            key = _source_key(text)
             source = self._sources_by_text.get(key, _MISSING)
             if source is _MISSING:
                 source = self._sources_by_text[key] = self._source(instr.metadata)
