@@ -154,15 +154,14 @@ def run_pipeline(
                 index = offered if offered is not None else seen if seen is not None and seen.module is module else None
                 if index is not None:
                     targets = index.targets
-                report.timings.append((name, time.perf_counter() - start))
-                continue
-            if not p.keeps_targets:
-                targets = None
-            if not p.needs_valid_input:
-                unverified.append(name)
-            if verify_each:
-                verify(module, unverified)
-                unverified = []
+            else:
+                if not p.keeps_targets:
+                    targets = None
+                if not p.needs_valid_input:
+                    unverified.append(name)
+                if verify_each:
+                    verify(module, unverified)
+                    unverified = []
             report.timings.append((name, time.perf_counter() - start))
             if dump_dir:
                 _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))

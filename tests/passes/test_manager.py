@@ -238,7 +238,7 @@ def test_passes_see_options_io():
     assert "IR after cse" in out.getvalue()
 
 
-def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch):
+def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch, tmp_path):
     import passes.manager as manager
     from passes import rewrite as rw
 
@@ -277,6 +277,11 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
         # ... also the walk of a pass that found the module unchanged
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"])
         assert len(walks) == 1
+        # A pass that changed nothing is still written after, as every other one.
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"],
+                     dump_dir=str(tmp_path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["00-import.mlir", "01-test-walks-unchanged.mlir",
+                                                               "02-test-unchanged.mlir"]
         walks.clear()
         # After a pass that writes no new custom-call the targets are known (none here);
         # the ops are not: a pass that looks for ops walks again and finds the new tanh.
