@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 
 from passes.errors import PassError, UnknownPassError
 from passes.registry import PASSES, PassOptions, target_matches
-from passes.rewrite import OpIndex, first_index, offer_index
+from passes.rewrite import OpIndex, end_pass, offer_index
 
 # The default pipeline: a faithful import becomes a portable module (DESIGN §1).  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -143,13 +143,12 @@ def run_pipeline(
             offer_index(offered)
             try:
                 changed = p.run(module, options)
-                seen = first_index()
             except PassError:
                 raise
             except ir.MLIRError as e:
                 raise PassError(f"pass '{name}' failed: {e}") from None
             finally:
-                offer_index(None)
+                seen = end_pass()
             if changed is False:  # the pass says it left the module as it was: what it saw holds
                 index = offered if offered is not None else seen if seen is not None and seen.module is module else None
                 if index is not None:

@@ -74,17 +74,23 @@ class OpIndex:
 # rewrites does not walk the whole module once more.  Handed out once.
 _offered: OpIndex | None = None
 # The index the running pass's first walk used or made: the pass manager keeps it when
-# the pass says it changed nothing.
+# the pass says it changed nothing.  Recorded only while the manager runs a pass (an
+# index holds its module's ops, and so the module, alive).
 _first: OpIndex | None = None
+_in_pass = False
 
 
 def offer_index(index: OpIndex | None) -> None:
-    global _offered, _first
-    _offered, _first = index, None
+    """Called by the pass manager before it runs a pass."""
+    global _offered, _first, _in_pass
+    _offered, _first, _in_pass = index, None, True
 
 
-def first_index() -> OpIndex | None:
-    return _first
+def end_pass() -> OpIndex | None:
+    """Called by the pass manager after the pass: the index its first walk used or made."""
+    global _offered, _first, _in_pass
+    first, _offered, _first, _in_pass = _first, None, None, False
+    return first
 
 
 def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
@@ -92,7 +98,7 @@ def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
     index, _offered = _offered, None
     if index is None or index.module is not module:
         index = OpIndex(module)
-    if _first is None:
+    if _in_pass and _first is None:
         _first = index
     return index.ops
 
