@@ -140,7 +140,8 @@ def run_pipeline(
                 verify(module, unverified)
                 unverified = []
             offered, index = index, None
-            offer_index(offered)
+            # Only to the passes that name what they rewrite: those walk before they rewrite.
+            offer_index(offered if p.ops or p.targets else None)
             try:
                 changed = p.run(module, options)
             except PassError:

@@ -44,7 +44,9 @@ class Pass:
     # Custom-call targets (exact names, or prefixes ending in '*') the pass rewrites.
     targets: tuple[str, ...] = ()
     # Other ops the pass rewrites ("stablehlo.custom_call": any custom-call).  A pass that
-    # names targets or ops has no work, and is skipped, when the module holds none.
+    # names targets or ops has no work, and is skipped, when the module holds none; its
+    # first walk (passes.rewrite.walk / custom_calls) may be answered from the walk that
+    # decided so, so it must find its ops before it changes the module.
     ops: tuple[str, ...] = ()
     # MLIR's own passes: C++ that assumes a valid module (and keeps it valid), so the
     # manager verifies what the passes before it wrote first.
