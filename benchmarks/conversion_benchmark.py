@@ -6,7 +6,8 @@ For the MaxText sample (2.6 MB) and for modules made of k renamed copies of it (
 that time grows linearly with the dump's size, up to ~100 MB), prints the best of
 `--repeat` runs of: XLA's parser (`jaxlib._hlo.hlo_module_from_text`), our parser,
 our importer, the default pipeline (GPU custom-calls that no pass rewrites yet are
-allowed through), and the whole conversion; and the ratio to XLA's parser.
+allowed through), writing the MLIR text, and the whole conversion (all of these in one
+go, as `convert` does); and the ratio to XLA's parser.
 """
 
 from __future__ import annotations
@@ -58,13 +59,16 @@ def replicate(text: str, copies: int) -> str:
     return "\n\n".join(parts) + "\n\n" + "\n".join(entry) + "\n"
 
 
-def best_of(fn, repeat: int) -> float:
+def best_of(fn, repeat: int, setup=None) -> float:
+    """The best time of `repeat` calls of fn(), or of fn(setup()) with setup untimed."""
     times = []
     for _ in range(repeat):
+        arg = setup() if setup is not None else None
         gc.collect()
         start = time.perf_counter()
-        fn()
+        fn() if setup is None else fn(arg)
         times.append(time.perf_counter() - start)
+        del arg
     return min(times)
 
 
@@ -72,34 +76,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,2,4,8,16,38", help="copies of the sample per module")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat-large", type=int, default=1, help="repeats for modules of 30 MB or more")
     args = parser.parse_args()
 
     import jaxlib._hlo as xla_hlo
 
-    from converter.runtime.convert import convert_module
+    from converter.runtime.convert import convert_text
     from converter.hlo.parser import parse_hlo
     from converter.importer.core import import_hlo
+    from converter.mlir.serialize import module_to_bytes
     from passes import PassOptions, run_pipeline
 
     allow = PassOptions(allow_custom_calls={"__cublas$lt$matmul", "te_fused_attn_forward_ffi",
                                             "te_fused_attn_backward_ffi"})
+
+    def converted(hlo):
+        module = import_hlo(hlo)
+        run_pipeline(module, "default", allow)
+        return module
+
+    def convert(module_text: str) -> str:  # what `convert` does, less reading and writing the files
+        return module_to_bytes(convert_text(module_text, "bench.hlo", pass_options=allow), "mlir")
+
     text = SAMPLE.read_text()
-    print(f"{'copies':>6} {'MB':>7} {'xla parse':>10} {'parse':>8} {'import':>8} {'passes':>8} "
+    print(f"{'copies':>6} {'MB':>7} {'xla parse':>10} {'parse':>8} {'import':>8} {'passes':>8} {'write':>8} "
           f"{'convert':>8} {'s/MB':>6} {'x xla':>6}")
     for k in [int(x) for x in args.sizes.split(",")]:
         module_text = replicate(text, k)
         mb = len(module_text.encode()) / 1e6
-        repeat = args.repeat if mb < 30 else 1
+        repeat = args.repeat if mb < 30 else args.repeat_large
         t_xla = best_of(lambda: xla_hlo.hlo_module_from_text(module_text), repeat)
         t_parse = best_of(lambda: parse_hlo(module_text, "bench.hlo"), repeat)
         hlo = parse_hlo(module_text, "bench.hlo")
         t_import = best_of(lambda: import_hlo(hlo), repeat)
-        module = import_hlo(hlo)
-        t_passes = best_of(lambda: run_pipeline(import_hlo(hlo), "default", allow), 1) - t_import
-        del module
-        t_convert = best_of(lambda: convert_module(parse_hlo(module_text, "bench.hlo"), pass_options=allow), repeat)
+        t_passes = best_of(lambda m: run_pipeline(m, "default", allow), repeat, setup=lambda: import_hlo(hlo))
+        module = converted(hlo)
+        t_write = best_of(lambda: module_to_bytes(module, "mlir"), repeat)
+        del module, hlo
+        t_convert = best_of(lambda: convert(module_text), repeat)
         print(f"{k:>6} {mb:>7.1f} {t_xla:>9.3f}s {t_parse:>7.3f}s {t_import:>7.3f}s {t_passes:>7.3f}s "
-              f"{t_convert:>7.3f}s {t_convert / mb:>6.3f} {t_convert / t_xla:>6.1f}", flush=True)
+              f"{t_write:>7.3f}s {t_convert:>7.3f}s {t_convert / mb:>6.3f} {t_convert / t_xla:>6.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from passes.lib.mlir_pipeline import run_mlir_pipeline
 from passes.lib.registry import PassOptions, register_pass
 
 
-@register_pass("canonicalize", "MLIR canonicalization (folds, simplifies; semantics-preserving)")
+@register_pass("canonicalize", "MLIR canonicalization (folds, simplifies; semantics-preserving)",
+               needs_valid_input=True, keeps_targets=True)
 def canonicalize(module: ir.Module, options: PassOptions) -> None:
     run_mlir_pipeline(module, "canonicalize")

@@ -40,9 +40,11 @@ def _key(op: ir.Operation) -> tuple:
     return (op.name, tuple(op.operands), _attrs_key(op), regions, tuple(str(r.type) for r in op.results))
 
 
-@register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)")
-def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
+@register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)",
+               ops=COLLECTIVES, keeps_targets=True)
+def collective_cleanup(module: ir.Module, options: PassOptions) -> bool:
     changed = True
+    rounds = 0
     while changed:  # erasing one collective can leave the one feeding it unused
         changed = False
         seen: dict[tuple, list[ir.Operation]] = {}
@@ -58,3 +60,5 @@ def collective_cleanup(module: ir.Module, options: PassOptions) -> None:
                 changed = True
             else:
                 same.append(op)
+        rounds += 1
+    return rounds > 1  # the last round changed nothing: any before it did

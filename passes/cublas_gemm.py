@@ -148,13 +148,15 @@ class GemmOperands:
 
 @register_pass("cublas-gemm",
                "cuBLAS/cuBLASLt GEMM custom-calls (epilogues, alpha/beta, fp8 scales, MX) → dot_general + plain ops",
-               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE))
+               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE), keeps_targets=True)
 def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, GEMM_TARGETS):
+    # One walk: the lowerings write no calls of these targets.
+    gemms, mx, solves = rw.custom_calls_of(module, GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)
+    for op in gemms:
         lower_cublas_matmul(op, options.gemm_block_bytes)
-    for op in rw.custom_calls(module, LT_MATMUL_MX):
+    for op in mx:
         lower_cublas_lt_matmul_mx(op)
-    for op in rw.custom_calls(module, TRIANGULAR_SOLVE):
+    for op in solves:
         lower_cublas_triangular_solve(op)
 
 

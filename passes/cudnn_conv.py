@@ -38,7 +38,7 @@ TARGETS = (FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED)
 
 
 @register_pass("cudnn-conv", "cuDNN convolution custom-calls (forward, backward input/filter, bias+activation) → "
-                             "stablehlo.convolution", targets=TARGETS)
+                             "stablehlo.convolution", targets=TARGETS, keeps_targets=True)
 def lower_cudnn_conv(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, TARGETS):
         lower_cudnn_conv_call(op)

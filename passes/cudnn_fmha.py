@@ -161,7 +161,7 @@ def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, 
 
 @register_pass("cudnn-fmha",
                "XLA cuDNN fused attention (__cudnn$fmha*, forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD + FP8)
+               targets=FORWARD + BACKWARD + FP8, keeps_targets=True)
 def lower_cudnn_fmha(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, FP8):
         raise rw.op_error(op, "FP8 cuDNN attention (descale/scale factors, amax outputs) is not supported")

@@ -11,14 +11,18 @@ from passes.lib.registry import PassOptions, register_pass
 
 
 @register_pass("custom-call-plugins",
-               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)")
-def apply_plugins(module: ir.Module, options: PassOptions) -> None:
+               "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)",
+               ops=("stablehlo.custom_call",))
+def apply_plugins(module: ir.Module, options: PassOptions) -> bool:
     # --allow-custom-call keeps a call as it is, plug-in or not.
     calls = [op for op in rw.custom_calls(module) if rw.call_target(op) not in options.allow_custom_calls]
     if not calls:
-        return
+        return False
     discover()
     calls = [op for op in calls if rw.call_target(op) in PLUGINS]
+    if not calls:
+        return False
     cache: dict[tuple, ir.Operation] = {}
     for op in calls:
         apply_plugin(module, op, PLUGINS[rw.call_target(op)], cache)
+    return True

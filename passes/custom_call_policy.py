@@ -36,9 +36,11 @@ def known_targets() -> list[str]:
 
 
 @register_pass("custom-call-policy",
-               "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only")
-def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
+               "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only",
+               ops=("stablehlo.custom_call",), keeps_targets=True)
+def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
     unknown: list[str] = []
+    marked = False
     for op in rw.custom_calls(module):
         target = rw.call_target(op)
         if target in options.allow_custom_calls:
@@ -50,9 +52,11 @@ def custom_call_policy(module: ir.Module, options: PassOptions) -> None:
             else:
                 # A bool, not a unit attribute: portable artifacts (VHLO) cannot hold those.
                 op.attributes["hlo.cpu_only"] = ir.BoolAttr.get(True)
+                marked = True
             continue
         unknown.append(f"{rw.location_text(op)}: custom-call '{target}' has no portable rewrite")
     if unknown:
         raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
                         + "\nkeep a target as it is with --allow-custom-call TARGET, or give it a CPU meaning with "
                 "--custom-calls FILE.py (a plug-in, see passes/lib/plugins.py)")
+    return marked

@@ -61,7 +61,8 @@ DEFAULTS: dict[str, dict[str, Callable[[ir.Attribute], bool]]] = {
 
 
 @register_pass("drop-default-attributes", "remove attributes that hold their StableHLO default (as portable "
-                                          "artifacts do), so a module and its artifact print alike")
+                                          "artifacts do), so a module and its artifact print alike",
+               ops=tuple(DEFAULTS), keeps_targets=True)
 def drop_default_attributes(module: ir.Module, options: PassOptions) -> None:
     for op in rw.walk(module, tuple(DEFAULTS)):
         defaults = DEFAULTS[op.name]

@@ -37,13 +37,20 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
     op.erase()
 
 
-@register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results")
+@register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results",
+               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True)
 def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, WORKSPACE_TARGETS):
+    # One walk for both rewrites: rebuilding a custom-call moves no if/case.
+    ops = [(op, op.name) for op in rw.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
+    for op, name in ops:
+        if name != "stablehlo.custom_call" or not rw.target_in(rw.call_target(op), WORKSPACE_TARGETS):
+            continue
         results = list(op.results)
         if results and _is_workspace(results[-1]) and not rw.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:
             _rebuild_without(op, list(range(len(results) - 1)))
-    for op in rw.walk(module, ("stablehlo.if", "stablehlo.case")):
+    for op, name in ops:
+        if name == "stablehlo.custom_call":
+            continue
         keep = [i for i, r in enumerate(op.results) if rw.has_uses(r)]
         if len(keep) == len(op.results):
             continue

@@ -24,7 +24,7 @@ TARGETS = ("SliceToDynamic", "PadToStatic")
 
 
 @register_pass("dynamic-shape-calls", "SliceToDynamic / PadToStatic custom-calls → bounded dynamic shapes "
-               "(set/get_dimension_size)", targets=TARGETS)
+               "(set/get_dimension_size)", targets=TARGETS, keeps_targets=True)
 def lower_dynamic_shape_calls(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, TARGETS):
         if rw.call_target(op) == "SliceToDynamic":

@@ -10,7 +10,8 @@ from passes.lib.registry import PassOptions, register_pass
 from passes.lib.rewrite import inline_calls
 
 
-@register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop private functions")
+@register_pass("inline", "inline every func.call (e.g. fusions kept by --keep-fusions), then drop private functions",
+               needs_valid_input=True)
 def inline(module: ir.Module, options: PassOptions) -> None:
     inline_calls(module)
     run_mlir_pipeline(module, "symbol-dce")

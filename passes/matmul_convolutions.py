@@ -104,8 +104,9 @@ def _sink_reshapes(module: ir.Module) -> None:
             rw.replace(op, [b.reshape(inner.result, b.shape_of(op.result))])
 
 
-@register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general")
-def matmul_convolutions(module: ir.Module, options: PassOptions) -> None:
+@register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
+               ops=("stablehlo.convolution",), keeps_targets=True)
+def matmul_convolutions(module: ir.Module, options: PassOptions) -> bool:
     rewritten = False
     for op in rw.walk(module, "stablehlo.convolution"):
         if _is_pointwise(op):
@@ -114,3 +115,4 @@ def matmul_convolutions(module: ir.Module, options: PassOptions) -> None:
             rewritten = True
     if rewritten:
         _sink_reshapes(module)
+    return rewritten

@@ -392,11 +392,13 @@ def _segment_lookup(segment: ir.Value, per_segment: ir.Value, batch: int, seq: i
 # ---------------------------------------------------------------- rewrites
 @register_pass("te-fused-attention",
                "Transformer Engine fused attention (forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD)
+               targets=FORWARD + BACKWARD, keeps_targets=True)
 def lower_te_fused_attention(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, FORWARD):
+    # One walk: the lowerings write no calls of these targets.
+    forward, backward = rw.custom_calls_of(module, FORWARD, BACKWARD)
+    for op in forward:
         lower_te_forward(op, options.attention_block)
-    for op in rw.custom_calls(module, BACKWARD):
+    for op in backward:
         lower_te_backward(op, options.attention_block)
 
 

@@ -48,7 +48,7 @@ def threefry2x32(k0: ir.Value, k1: ir.Value, x0: ir.Value, x1: ir.Value) -> tupl
 
 
 @register_pass("threefry", "cu_threefry2x32 / hip_threefry2x32 custom-calls → the Threefry-2x32 hash in integer ops",
-               targets=TARGETS)
+               targets=TARGETS, keeps_targets=True)
 def lower_threefry(module: ir.Module, options: PassOptions) -> None:
     for op in rw.custom_calls(module, TARGETS):
         operands = list(op.operands)

@@ -99,3 +99,35 @@ def test_check_reports_a_deliberate_mismatch(tmp_path, monkeypatch, capsys):
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "DIFFERS" in out and "outputs differ beyond the dtype tolerance: out0" in out
+
+
+@pytest.mark.parametrize("dump,keep_fusions", [("tpu/scan_reverse_nested.hlo", False), ("tpu/cond_switch.hlo", True),
+                                               ("tpu/sort_multi.hlo", True), ("gpu/lm_train_step.hlo", False)])
+def test_module_text_is_what_the_binding_prints(dump, keep_fusions):
+    """The MLIR text written through MLIR's IR printing (C++ into a file) is byte for byte
+    the binding's get_asm, with and without locations, and printing leaves the module as
+    it was."""
+    from converter.runtime.convert import convert_file
+    from converter.mlir.serialize import module_text
+    from tests.conftest import ROOT
+
+    module = convert_file(str(ROOT / "tests" / "dumps" / dump), pipeline="none", keep_fusions=keep_fusions)
+    for debug_info in (True, False):
+        expected = module.operation.get_asm(enable_debug_info=debug_info, large_elements_limit=None)
+        assert module_text(module, debug_info) == expected
+        assert module.operation.get_asm(enable_debug_info=debug_info, large_elements_limit=None) == expected
+
+
+def test_module_text_without_a_temporary_directory_prints_through_the_binding(monkeypatch):
+    import tempfile
+
+    from converter.mlir.serialize import module_text
+
+    module = convert_text(SMALL)
+    expected = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
+
+    def refuse(*args, **kwargs):
+        raise OSError("no temporary directory")
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", refuse)
+    assert module_text(module) == expected

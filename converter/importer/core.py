@@ -18,7 +18,7 @@ from jaxlib.mlir.dialects import func, stablehlo
 from converter.hlo import dtypes
 from converter.common.errors import ConverterError
 from converter.hlo import attrs as A
-from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
+from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
 from converter.importer.registry import find_rule
@@ -26,6 +26,23 @@ from converter.mlir.module_attributes import set_elided_constants, set_module_de
 from converter.mlir.context import make_context, mlir_element_type
 
 Values = list[ir.Value]
+
+_MISSING = object()
+
+
+def _source_key(metadata_text: str) -> str:
+    """The metadata's text less its scheduling name, in which the instructions of one
+    source differ: two texts with the same key have the same op_name, source file and
+    line and stack frame.  A double-quoted value escapes its quotes, so the first
+    `scheduling_name="` is where that item starts; a text with single-quoted values
+    (which would not escape them) or an escape in the name is its own key."""
+    start = metadata_text.find('scheduling_name="')
+    if start < 0 or "'" in metadata_text:
+        return metadata_text
+    end = metadata_text.find('"', start + 17)
+    if end < 0 or "\\" in metadata_text[start + 17 : end]:
+        return metadata_text
+    return metadata_text[:start] + metadata_text[end + 1 :]
 
 
 class HloImportError(ConverterError):
@@ -63,6 +80,18 @@ class ModuleImporter:
         self.options = options or ImportOptions()
         self.context = context or make_context()
         self._types: dict[Shape, list[ir.Type]] = {}
+        # The same, by the Shape object's id (most lookups are of an instruction's own
+        # shape object, and hashing a Shape hashes all of its fields): id -> (shape, types).
+        self._types_by_id: dict[int, tuple[Shape, list[ir.Type]]] = {}
+        # The source part of instruction locations (op_name, stack frame or source file),
+        # shared by many instructions: (stack_frame_id, source_file, source_line, op_name) -> location.
+        self._sources: dict[tuple, ir.Location | None] = {}
+        # The same by the metadata's text less its scheduling name (see location).
+        self._sources_by_text: dict[str, ir.Location | None] = {}
+        # One-element constants' attributes: (element type, dims, dtype, bytes) -> attribute.
+        self.splat_constants: dict[tuple, ir.Attribute] = {}
+        # Attributes (or attribute dictionaries) that rules make once per module, by a key of their own.
+        self.attribute_cache: dict[tuple, Any] = {}
         self._fusion_funcs: dict[str, tuple[str, list[ir.Type]]] = {}
         self.uses_chlo = False
         self.elided_constants: list[str] = []
@@ -79,6 +108,9 @@ class ModuleImporter:
 
     # ---------------------------------------------------------------------- types
     def leaf_types(self, shape: Shape) -> list[ir.Type]:
+        known = self._types_by_id.get(id(shape))
+        if known is not None and known[0] is shape:
+            return known[1]
         types = self._types.get(shape)
         if types is None:
             if shape.is_tuple:
@@ -88,6 +120,7 @@ class ModuleImporter:
             else:
                 types = [self._tensor_type(shape)]
             self._types[shape] = types
+        self._types_by_id[id(shape)] = (shape, types)  # holds the shape: its id stays its own
         return types
 
     def tensor_type(self, shape: Shape) -> ir.Type:
@@ -102,19 +135,43 @@ class ModuleImporter:
     # ------------------------------------------------------------------ locations
     def location(self, instr: Instruction) -> ir.Location:
         loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
-        md = instr.metadata
+        # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
+        text = getattr(instr, "metadata_text", None)
+        if text is not None:
+            if "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
+                return loc  # metadata without a source (only scheduling names, ...): not worth parsing
+            key = _source_key(text)
+            source = self._sources_by_text.get(key, _MISSING)
+            if source is _MISSING:
+                source = self._sources_by_text[key] = self._source(instr.metadata)
+        else:
+            source = self._source(instr.metadata)
+        return ir.Location.fused([loc, source]) if source is not None else loc
+
+    def _source(self, md: Metadata | None) -> ir.Location | None:
         if md is None:
-            return loc
+            return None
+        key = (md.stack_frame_id, md.source_file, md.source_line, md.op_name)
+        try:
+            return self._sources[key]
+        except KeyError:
+            source = self._sources[key] = self._source_location(*key)
+            return source
+
+    def _source_location(self, stack_frame_id: int, source_file: str, source_line: int,
+                         op_name: str) -> ir.Location | None:
+        """Where the metadata says an instruction comes from: its op_name around its stack
+        frame's (or source file's) position."""
         source = None
-        if md.stack_frame_id:
-            frame = self.hlo.stack_frames.location(md.stack_frame_id)
+        if stack_frame_id:
+            frame = self.hlo.stack_frames.location(stack_frame_id)
             if frame is not None:
                 source = ir.Location.file(frame[0], frame[1], frame[2])
-        if source is None and md.source_file:
-            source = ir.Location.file(md.source_file, md.source_line, 0)
-        if md.op_name:
-            source = ir.Location.name(md.op_name, childLoc=source) if source is not None else ir.Location.name(md.op_name)
-        return ir.Location.fused([loc, source]) if source is not None else loc
+        if source is None and source_file:
+            source = ir.Location.file(source_file, source_line, 0)
+        if op_name:
+            source = ir.Location.name(op_name, childLoc=source) if source is not None else ir.Location.name(op_name)
+        return source
 
     def error(self, message: str, instr: Instruction | None = None) -> HloImportError:
         return HloImportError(message, instr, self.hlo.path)
@@ -320,11 +377,16 @@ class ComputationImporter:
     def run(self) -> Values:
         values = self.values
         mi = self.mi
+        comp = self.comp
+        by_name = comp.by_name
+        location = mi.location
+        taps = mi.tap_plan is not None
         ctx = RuleContext(mi, self)
-        for instr in self.comp.instructions:
+        for instr in comp.instructions:
             if instr.opcode == "parameter":
                 values[instr.name] = list(self.args[instr.parameter_number])
-                mi.record_tap(instr.name, values[instr.name])
+                if taps:
+                    mi.record_tap(instr.name, values[instr.name])
                 continue
             rule = find_rule(instr.opcode)
             if rule is None:
@@ -332,21 +394,25 @@ class ComputationImporter:
             operands: list[Any] = []
             for name in instr.operands:
                 leaves = values.get(name)
-                if leaves is None:
+                producer = by_name.get(name)
+                if leaves is None or producer is None:  # a compact `x#1` operand
                     leaves = self.value(name)
-                operands.append(leaves if self.comp.operand_shape(name).is_tuple else leaves[0])
+                    shape = comp.operand_shape(name)
+                else:
+                    shape = producer.shape
+                operands.append(leaves if shape.element_type == "tuple" else leaves[0])
             ctx.instr = instr
             ctx.attrs = instr.attrs
-            natural = _natural_shape(instr, self.comp)
+            natural = _natural_shape(instr, comp)
             ctx.shape = natural or instr.shape
             try:
-                with mi.location(instr):
+                with location(instr):
                     out = rule(ctx, *operands)
                     if isinstance(out, ir.Value):
                         out = [out]
-                    elif isinstance(out, ir.OpView) or isinstance(out, ir.Operation):
+                    elif isinstance(out, (ir.OpView, ir.Operation)):
                         out = list(out.results)
-                    else:
+                    elif type(out) is not list:
                         out = list(out)
                     if natural is not None:
                         out = [_convert(v, t) for v, t in zip(out, mi.leaf_types(instr.shape))]
@@ -355,8 +421,9 @@ class ComputationImporter:
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
                 raise mi.error(f"cannot import: {e}", instr) from e
             values[instr.name] = out
-            mi.record_tap(instr.name, out)
-        return values[self.comp.root.name]
+            if taps:
+                mi.record_tap(instr.name, out)
+        return values[comp.root.name]
 
 
 # Ops whose results carry their operands' element type: result leaves follow operand 0,
@@ -372,6 +439,8 @@ FOLLOWS_OPERAND_0 = frozenset({
     "cbrt", "erf", "tan", "atan2", "and", "or", "xor", "not", "reduce-precision",
 })
 FOLLOWS_OPERAND_1 = frozenset({"select", "clamp"})
+# Element types of shapes that are not arrays (Shape.is_array, without its three calls).
+NOT_ARRAYS = frozenset({"tuple", "token", "buffer"})
 POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduce", "all-gather", "reduce-scatter",
                         "all-to-all", "collective-permute"})
 
@@ -382,11 +451,12 @@ def _natural_shape(instr: Instruction, comp: Computation) -> Shape | None:
     opcode = instr.opcode
     shape = instr.shape
     if opcode in FOLLOWS_OPERAND_0 or opcode in FOLLOWS_OPERAND_1:
-        if not shape.is_array or not instr.operands:
+        if shape.element_type in NOT_ARRAYS or not instr.operands:
             return None
         source = comp.operand_shape(instr.operands[0 if opcode in FOLLOWS_OPERAND_0 else 1])
         # complex → real (abs of c64 is f32) is the op's own type change.
-        if source.is_array and source.element_type != shape.element_type and source.element_type[0] != "c":
+        if source.element_type != shape.element_type and source.element_type not in NOT_ARRAYS \
+                and source.element_type[0] != "c":
             return Shape(source.element_type, shape.dims, shape.dynamic, shape.layout)
         return None
     if opcode in POSITIONAL:
@@ -434,9 +504,9 @@ class RuleContext:
 
     def result_type(self, shape: Shape | None = None) -> ir.Type:
         shape = shape or self.shape
-        if not shape.is_array:
+        if shape.element_type in NOT_ARRAYS:
             raise self.error(f"expected an array result, got {shape_to_text(shape)}")
-        return self.mi.tensor_type(shape)
+        return self.mi.leaf_types(shape)[0]
 
     def result_types(self, shape: Shape | None = None) -> list[ir.Type]:
         return self.mi.leaf_types(shape or self.shape)

@@ -40,6 +40,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
                         "unless told (default); 'error' fails; 'zeros'/'random' run with made-up values")
     p.add_argument("--dump-dir", metavar="DIR", help="write the module after the import and after each pass")
     p.add_argument("--print-ir-after-all", action="store_true", help="print the module after each pass (stderr)")
+    p.add_argument("--verify-each", action="store_true",
+                   help="verify the module after every pass, not once at the end (names the pass that broke it)")
     add_unknown_attributes_arg(p)
 
 
@@ -69,7 +71,8 @@ def pass_options_from_args(args):
     from passes import PassOptions
 
     return PassOptions(allow_custom_calls=set(args.allow_custom_call), strict_portable=args.strict_portable,
-                       path=getattr(args, "dump", None) or getattr(args, "input", ""))
+                       path=getattr(args, "dump", None) or getattr(args, "input", ""),
+                       verify_each=getattr(args, "verify_each", False))
 
 
 def import_options_from_args(args):

@@ -1,5 +1,6 @@
-"""Runs a pipeline of registered passes: verifies after each one (naming the pass that
-broke the module), times each, and can write or print the module after each."""
+"""Runs a pipeline of registered passes: skips those with nothing to rewrite, verifies the
+result (naming the pass that broke the module), times each pass, and can write or print
+the module after each."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from jaxlib.mlir import ir
 from converter.common.files import write_atomic
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import call_target, custom_calls
+from passes.lib.rewrite import OpIndex, end_pass, offer_index
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -74,11 +75,16 @@ def parse_pipeline(spec: str | None) -> list[str]:
     return names
 
 
-def verify(module: ir.Module, after: str) -> None:
+def verify(module: ir.Module, after: list[str]) -> None:
+    """Verify the module, blaming the passes that ran since it last verified."""
     try:
         module.operation.verify()
     except ir.MLIRError as e:
-        raise PassError(f"pass '{after}' produced an invalid module:\n{e}") from None
+        if len(after) == 1:
+            raise PassError(f"pass '{after[0]}' produced an invalid module:\n{e}") from None
+        names = ", ".join(f"'{n}'" for n in after)
+        raise PassError(f"one of the passes {names} produced an invalid module (--verify-each names "
+                        f"which):\n{e}") from None
 
 
 def run_pipeline(
@@ -99,10 +105,19 @@ def run_pipeline(
     if dump_dir:
         os.makedirs(dump_dir, exist_ok=True)
         _write(module, os.path.join(dump_dir, "00-import.mlir"))
-    # The custom-call targets in the module, known since the last pass that ran.  A pass
-    # that rewrites only targets the module does not hold is skipped: walking and
-    # verifying a large module costs as much as most rewrites.
-    present: set[str] | None = None
+    # Verifying a large module costs as much as most rewrites: the module is verified once,
+    # after the last pass, unless asked after each (or written after each: a module
+    # written for debugging has verified).
+    verify_each = options.verify_each or bool(dump_dir) or print_ir_after_all is not None
+    # The passes that ran since the module last verified (MLIR's own keep it valid).
+    unverified: list[str] = []
+    # The module's ops, known since the last pass that ran.  A pass that rewrites only ops
+    # or custom-call targets the module does not hold is skipped: walking a large module
+    # costs as much as most rewrites.  The next pass that runs reads its ops from it.
+    index: OpIndex | None = None
+    # A superset of the module's custom-call targets: the index's, kept through the passes
+    # that write no call of a new target (which only remove calls or rebuild them).
+    targets: set[str] | None = None
     if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
         print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
     with module.context, ir.Location.unknown():
@@ -110,28 +125,53 @@ def run_pipeline(
             if progress:
                 progress(name)
             start = time.perf_counter()
-            targets = PASSES[name].targets
-            if targets:
-                if present is None:
-                    present = {call_target(op) for op in custom_calls(module)}
-                if not any(target_matches(t, c) for t in targets for c in present):
+            p = PASSES[name]
+            if p.targets or p.ops:
+                if index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops)):
+                    index = OpIndex(module)
+                    targets = index.targets
+                present = index.names if index is not None else {"stablehlo.custom_call"} if targets else set()
+                if not any(o in present for o in p.ops) and \
+                        not any(target_matches(t, c) for t in p.targets for c in targets):
                     report.timings.append((name, time.perf_counter() - start))
                     if dump_dir:
                         _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
                     continue
-            present = None
+            if p.needs_valid_input and unverified:
+                verify(module, unverified)
+                unverified = []
+            offered, index = index, None
+            # Only to the passes that name what they rewrite: those walk before they rewrite.
+            offer_index(offered if p.ops or p.targets else None)
             try:
-                PASSES[name].run(module, options)
+                changed = p.run(module, options)
             except PassError:
                 raise
             except ir.MLIRError as e:
                 raise PassError(f"pass '{name}' failed: {e}") from None
-            verify(module, name)
+            finally:
+                seen = end_pass()
+            if changed is False:  # the pass says it left the module as it was: what it saw holds
+                index = offered if offered is not None else seen if seen is not None and seen.module is module else None
+                if index is not None:
+                    targets = index.targets
+            else:
+                if not p.keeps_targets:
+                    targets = None
+                if not p.needs_valid_input:
+                    unverified.append(name)
+                if verify_each:
+                    verify(module, unverified)
+                    unverified = []
             report.timings.append((name, time.perf_counter() - start))
             if dump_dir:
                 _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
             if print_ir_after_all is not None:
                 print_ir_after_all.write(f"// -----// IR after {name} //----- //\n{module}\n")
+        if unverified:
+            start = time.perf_counter()
+            verify(module, unverified)
+            report.timings.append(("verify", time.perf_counter() - start))
     return report
 
 

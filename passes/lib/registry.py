@@ -29,9 +29,14 @@ class PassOptions:
     # Bytes of a GEMM's CPU working set above which cublas-gemm computes it in blocks
     # (0: its default).  Tests set it small to exercise the blocked loop on small shapes.
     gemm_block_bytes: int = 0
+    # Verify the module after every pass (the pass manager otherwise verifies once, at the
+    # end, and names every pass that ran when it does not verify).
+    verify_each: bool = False
 
 
-PassFn = Callable[[ir.Module, PassOptions], None]
+# A pass may return False to say that it left the module as it was (the pass manager then
+# keeps what it knows of the module's ops); None or True: it may have changed it.
+PassFn = Callable[[ir.Module, PassOptions], "bool | None"]
 
 
 @dataclass(frozen=True)
@@ -41,20 +46,33 @@ class Pass:
     run: PassFn
     # Custom-call targets (exact names, or prefixes ending in '*') the pass rewrites.
     targets: tuple[str, ...] = ()
+    # Other ops the pass rewrites ("stablehlo.custom_call": any custom-call).  A pass that
+    # names targets or ops has no work, and is skipped, when the module holds none; its
+    # first walk (passes.lib.rewrite.walk / custom_calls) may be answered from the walk that
+    # decided so, so it must find its ops before it changes the module.
+    ops: tuple[str, ...] = ()
+    # MLIR's own passes: C++ that assumes a valid module (and keeps it valid), so the
+    # manager verifies what the passes before it wrote first.
+    needs_valid_input: bool = False
+    # The pass writes no custom-call of a target the module did not hold (it removes
+    # calls, or rebuilds them, or writes plain ops), so the pass manager's list of the
+    # module's targets stays a superset of them, enough to skip the passes that have none.
+    keeps_targets: bool = False
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}
 
 
-def register_pass(name: str, doc: str, targets: tuple[str, ...] = ()) -> Callable[[PassFn], PassFn]:
+def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
+                  needs_valid_input: bool = False, keeps_targets: bool = False) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets)
+        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets)
         return fn
 
     return register

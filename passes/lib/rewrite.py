@@ -17,32 +17,90 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders as build  # noqa: F401  (re-exported for passes)
 from passes.lib.errors import PassError
+from passes.lib.registry import target_matches
 
 
 def walk(module: ir.Module, names: str | Sequence[str] | None = None) -> list[ir.Operation]:
     """All ops (optionally only those named `names`) in pre-order.  Returns a list, so
     callers may rewrite while iterating."""
     wanted = {names} if isinstance(names, str) else set(names) if names else None
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if wanted is None or op.name in wanted:
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
+    if wanted is None:
+        return [op for op, _, _ in _ops(module)]
+    return [op for op, name, _ in _ops(module) if name in wanted]
 
 
 def custom_calls(module: ir.Module, targets: str | Sequence[str] | None = None) -> list[ir.Operation]:
     """`stablehlo.custom_call` ops whose target is in `targets` (exact, or prefix*)."""
     pats = [targets] if isinstance(targets, str) else list(targets or [])
-    out = []
-    for op in walk(module, "stablehlo.custom_call"):
-        target = call_target(op)
-        if not pats or any(target.startswith(p[:-1]) if p.endswith("*") else target == p for p in pats):
-            out.append(op)
-    return out
+    return [op for op, name, target in _ops(module) if name == "stablehlo.custom_call"
+            and (not pats or target_in(target, pats))]
+
+
+def custom_calls_of(module: ir.Module, *groups: str | Sequence[str]) -> list[list[ir.Operation]]:
+    """`custom_calls(module, group)` for each group, from one walk (so valid for a pass
+    whose rewrites of one group write no calls of a later group)."""
+    calls = [(op, target) for op, name, target in _ops(module) if name == "stablehlo.custom_call"]
+    pats = [[g] if isinstance(g, str) else list(g) for g in groups]
+    return [[op for op, target in calls if target_in(target, p)] for p in pats]
+
+
+def target_in(target: str, patterns: Sequence[str]) -> bool:
+    """Whether a custom-call target is one of `patterns` (exact names, or prefix*)."""
+    return any(target_matches(p, target) for p in patterns)
+
+
+class OpIndex:
+    """Every op of a module in pre-order, with its name and (custom-calls) its target,
+    from one walk: which ops a module holds, for deciding which passes have work."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.ops: list[tuple[ir.Operation, str, str]] = []
+        append = self.ops.append
+
+        def visit(op: ir.Operation) -> ir.WalkResult:
+            name = op.name
+            append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
+            return ir.WalkResult.ADVANCE
+
+        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        self.names = {name for _, name, _ in self.ops}
+        self.targets = {target for _, name, target in self.ops if name == "stablehlo.custom_call"}
+
+
+# The index the pass manager built since the module last changed, offered to the first
+# walk of the pass it runs next: that pass has not changed the module yet (every pass
+# reads before it rewrites), so the index is what a walk would find, and a pass that
+# rewrites does not walk the whole module once more.  Handed out once.
+_offered: OpIndex | None = None
+# The index the running pass's first walk used or made: the pass manager keeps it when
+# the pass says it changed nothing.  Recorded only while the manager runs a pass (an
+# index holds its module's ops, and so the module, alive).
+_first: OpIndex | None = None
+_in_pass = False
+
+
+def offer_index(index: OpIndex | None) -> None:
+    """Called by the pass manager before it runs a pass."""
+    global _offered, _first, _in_pass
+    _offered, _first, _in_pass = index, None, True
+
+
+def end_pass() -> OpIndex | None:
+    """Called by the pass manager after the pass: the index its first walk used or made."""
+    global _offered, _first, _in_pass
+    first, _offered, _first, _in_pass = _first, None, None, False
+    return first
+
+
+def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
+    global _offered, _first
+    index, _offered = _offered, None
+    if index is None or index.module is not module:
+        index = OpIndex(module)
+    if _in_pass and _first is None:
+        _first = index
+    return index.ops
 
 
 def call_target(op: ir.Operation) -> str:

@@ -61,12 +61,63 @@ def test_verification_failure_names_the_pass():
         # A result type that disagrees with the operand's: invalid.
         op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
 
+    @register_pass("test-read-module", "a pass that only reads (test only)")
+    def read_module(module: ir.Module, options: PassOptions) -> None:
+        from passes.lib import rewrite as rw
+
+        rw.walk(module)
+
     try:
         module = convert_text(MODULE, pipeline="none")
         with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
             run_pipeline(module, ["test-break-module"])
+        # Verified once at the end: every pass that ran is named, and --verify-each names which.
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="one of the passes 'test-break-module', 'test-read-module' produced an "
+                                            "invalid module \\(--verify-each names which\\)"):
+            run_pipeline(module, ["test-break-module", "test-read-module"])
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            run_pipeline(module, ["test-break-module", "test-read-module"], PassOptions(verify_each=True))
+        # MLIR's own passes assume a valid module: what the passes before them wrote is
+        # verified first (cse on this module would otherwise run on invalid IR).
+        module = convert_text(MODULE, pipeline="none")
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            run_pipeline(module, ["test-break-module", "cse", "test-read-module"])
     finally:
         del PASSES["test-break-module"]
+        del PASSES["test-read-module"]
+
+
+def test_passes_without_their_ops_are_skipped_and_the_next_pass_sees_every_op():
+    seen: dict[str, list[str]] = {}
+
+    def recorder(name):
+        def run(module: ir.Module, options: PassOptions) -> None:
+            from passes.lib import rewrite as rw
+
+            seen[name] = [op.name for op in rw.walk(module)]
+            if name == "test-rewrite":  # changes the module: later passes must not see stale ops
+                exp = rw.walk(module, "stablehlo.exponential")[0]
+                with rw.at(exp):
+                    rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+        return run
+
+    register_pass("test-wants-sort", "test only", ops=("stablehlo.sort",))(recorder("test-wants-sort"))
+    register_pass("test-wants-call", "test only", targets=("foo*",))(recorder("test-wants-call"))
+    register_pass("test-rewrite", "test only", ops=("stablehlo.reduce",))(recorder("test-rewrite"))
+    register_pass("test-after", "test only", ops=("stablehlo.tanh",))(recorder("test-after"))
+    try:
+        module = convert_text(MODULE, pipeline="none")
+        expected = []
+        module.operation.walk(lambda op: expected.append(op.name) or ir.WalkResult.ADVANCE, ir.WalkOrder.PRE_ORDER)
+        run_pipeline(module, ["test-wants-sort", "test-wants-call", "test-rewrite", "test-after"])
+        assert sorted(seen) == ["test-after", "test-rewrite"]  # no sort, no custom-call foo*
+        assert seen["test-rewrite"] == expected
+        assert seen["test-after"] == [n.replace("exponential", "tanh") for n in expected]
+    finally:
+        for name in ("test-wants-sort", "test-wants-call", "test-rewrite", "test-after"):
+            del PASSES[name]
 
 
 def test_dump_dir_writes_one_file_per_pass_in_order(tmp_path):
@@ -185,3 +236,58 @@ def test_passes_see_options_io():
     module = convert_text(MODULE, pipeline="none")
     run_pipeline(module, ["cse"], print_ir_after_all=out)
     assert "IR after cse" in out.getvalue()
+
+
+def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch, tmp_path):
+    import passes.lib.manager as manager
+    from passes.lib import rewrite as rw
+
+    walks = []
+
+    class CountedIndex(rw.OpIndex):
+        def __init__(self, module):
+            walks.append(1)
+            super().__init__(module)
+
+    monkeypatch.setattr(manager, "OpIndex", CountedIndex)
+    monkeypatch.setattr(rw, "OpIndex", CountedIndex)
+
+    def unchanged(module: ir.Module, options: PassOptions) -> bool:
+        return False
+
+    def rewrites(module: ir.Module, options: PassOptions) -> None:
+        exp = rw.walk(module, "stablehlo.exponential")[0]
+        with rw.at(exp):
+            rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+
+    def walks_unchanged(module: ir.Module, options: PassOptions) -> bool:
+        rw.walk(module, "stablehlo.reduce")
+        return False
+
+    register_pass("test-unchanged", "test only", ops=("stablehlo.reduce",))(unchanged)
+    register_pass("test-walks-unchanged", "test only")(walks_unchanged)
+    register_pass("test-keeps", "test only", ops=("stablehlo.reduce",), keeps_targets=True)(rewrites)
+    register_pass("test-wants-call", "test only", targets=("foo*",))(unchanged)
+    ran = []
+    register_pass("test-wants-tanh", "test only", ops=("stablehlo.tanh",))(lambda m, o: ran.append(1))
+    try:
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-unchanged", "test-wants-call", "test-unchanged"])
+        assert len(walks) == 1  # what the first walk found still holds after a pass that changed nothing
+        walks.clear()
+        # ... also the walk of a pass that found the module unchanged
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"])
+        assert len(walks) == 1
+        # A pass that changed nothing is still written after, as every other one.
+        run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"],
+                     dump_dir=str(tmp_path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["00-import.mlir", "01-test-walks-unchanged.mlir",
+                                                               "02-test-unchanged.mlir"]
+        walks.clear()
+        # After a pass that writes no new custom-call the targets are known (none here);
+        # the ops are not: a pass that looks for ops walks again and finds the new tanh.
+        report = run_pipeline(convert_text(MODULE, pipeline="none"), ["test-keeps", "test-wants-call", "test-wants-tanh"])
+        assert len(walks) == 2 and ran == [1]
+        assert [n for n, _ in report.timings] == ["test-keeps", "test-wants-call", "test-wants-tanh", "verify"]
+    finally:
+        for name in ("test-unchanged", "test-walks-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
+            del PASSES[name]

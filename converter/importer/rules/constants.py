@@ -64,5 +64,13 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
                 value = rng.integers(0, 2, size=shape.dims).astype(bool)
             else:
                 value = rng.standard_normal(size=shape.dims).astype(dtype)
-    return b.op1("stablehlo.constant", ctx.result_type(shape), [],
-                 {"value": dense_elements(np.asarray(value).reshape(shape.dims), shape.element_type)})
+    value = np.asarray(value)
+    if value.size == 1:
+        # Scalars and splats repeat (zeros, ones, -inf): their attribute is made once.
+        key = (shape.element_type, shape.dims, value.dtype.str, value.tobytes())
+        attr = ctx.mi.splat_constants.get(key)
+        if attr is None:
+            attr = ctx.mi.splat_constants[key] = dense_elements(value.reshape(shape.dims), shape.element_type)
+    else:
+        attr = dense_elements(value.reshape(shape.dims), shape.element_type)
+    return b.op1("stablehlo.constant", ctx.result_type(shape), [], {"value": attr})

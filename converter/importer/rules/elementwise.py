@@ -94,10 +94,11 @@ def import_binary(ctx, lhs, rhs):
             return integer_remainder(lhs, rhs, signed=etype in SIGNED_TYPES)
         if ctx.opcode == "power":
             return integer_power(lhs, rhs, signed=etype in SIGNED_TYPES)
-    if ctx.opcode != "complex":
-        element = ir.RankedTensorType(ctx.result_type()).element_type
+    result = ctx.result_type()
+    if ctx.opcode != "complex" and not (lhs.type == result and rhs.type == result):
+        element = ir.RankedTensorType(result).element_type
         lhs, rhs = b.match_float(lhs, element), b.match_float(rhs, element)
-    return b.op1(BINARY[ctx.opcode], ctx.result_type(), [lhs, rhs])
+    return b.op1(BINARY[ctx.opcode], result, [lhs, rhs])
 
 
 @import_rule("compare")
@@ -105,7 +106,6 @@ def import_compare(ctx, lhs, rhs):
     direction = ctx.attrs.get("direction") or ctx.attrs.get("comparison_direction")
     if direction is None:
         raise ctx.error("compare has no direction=")
-    attrs = {"comparison_direction": stablehlo.ComparisonDirectionAttr.get(direction)}
     compare_type = ctx.attrs.get("type")
     if compare_type is None:
         etype = ctx.operand_shape(0).element_type
@@ -116,11 +116,16 @@ def import_compare(ctx, lhs, rhs):
             compare_type = "TOTALORDER"
         else:
             compare_type = "FLOAT" if is_float else ("SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")
-    attrs["compare_type"] = stablehlo.ComparisonTypeAttr.get(compare_type)
-    types = [b.element_type_of(v) for v in (lhs, rhs)]
-    if types[0] != types[1] and all(isinstance(t, ir.FloatType) for t in types):
-        wider = max(types, key=lambda t: ir.FloatType(t).width)  # mixed precision compares exactly
-        lhs, rhs = b.match_float(lhs, wider), b.match_float(rhs, wider)
+    attrs = ctx.mi.attribute_cache.get(("compare", direction, compare_type))
+    if attrs is None:  # made once per direction and type; op creation copies the dict
+        attrs = ctx.mi.attribute_cache[("compare", direction, compare_type)] = {
+            "comparison_direction": stablehlo.ComparisonDirectionAttr.get(direction),
+            "compare_type": stablehlo.ComparisonTypeAttr.get(compare_type)}
+    if lhs.type != rhs.type:
+        types = [b.element_type_of(v) for v in (lhs, rhs)]
+        if types[0] != types[1] and all(isinstance(t, ir.FloatType) for t in types):
+            wider = max(types, key=lambda t: ir.FloatType(t).width)  # mixed precision compares exactly
+            lhs, rhs = b.match_float(lhs, wider), b.match_float(rhs, wider)
     return b.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
 
 
@@ -146,7 +151,10 @@ def import_clamp(ctx, lo, x, hi):
 
 @import_rule("convert")
 def import_convert(ctx, x):
-    return b.convert(x, ir.RankedTensorType(ctx.result_type()).element_type)
+    result = ctx.result_type()
+    if x.type == result:
+        return x
+    return b.convert(x, ir.RankedTensorType(result).element_type)
 
 
 @import_rule("bitcast-convert")

@@ -51,6 +51,9 @@ def import_bitcast(ctx, x):
     permute back to the result's logical order.  Memory space never changes which element
     lands where; tiling mostly does not, and where it does the bitcast follows the tiles."""
     src, dst = ctx.operand_shape(0), ctx.shape
+    if src.element_type == dst.element_type and _row_major(src) and _row_major(dst) \
+            and src.num_elements() == dst.num_elements():
+        return b.reshape(x, list(dst.dims))  # the common case, what the general path below comes to
     src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
         if _same_tiled_storage(src, dst):
@@ -78,6 +81,11 @@ def import_bitcast(ctx, x):
     y = b.transpose(x, src_order)
     y = b.reshape(y, dst_phys)
     return b.transpose(y, inverse)
+
+
+def _row_major(shape: Shape) -> bool:
+    """An untiled layout whose physical order is the logical one (or none)."""
+    return shape.layout is None or (not shape.layout.tiles and shape.layout.is_default())
 
 
 def _bitcast_same_width(ctx, x, src: Shape, dst: Shape):
