@@ -75,6 +75,11 @@ class Layout:
     physical_shape: "Shape | None" = None  # P(shape), sparse arrays only
     dynamic_shape_metadata_prefix_bytes: int = 0  # M(n)
 
+    def is_default(self) -> bool:
+        """Row-major: the last dimension the most minor."""
+        n = len(self.minor_to_major)
+        return self.minor_to_major == tuple(range(n - 1, -1, -1))
+
     def major_to_minor(self) -> tuple[int, ...]:
         return tuple(reversed(self.minor_to_major))
 
