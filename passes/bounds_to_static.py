@@ -14,7 +14,7 @@ import re
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.errors import PassError
 from passes.lib.registry import PassOptions, register_pass
 
@@ -42,7 +42,7 @@ def bound_shape(t: ir.Type) -> list[int] | None:
 
 def _main(module: ir.Module) -> ir.Operation | None:
     try:
-        return rw.lookup_function(module, "main")
+        return rewrite.lookup_function(module, "main")
     except PassError:
         return None
 
@@ -75,7 +75,7 @@ def _to_bounds(module: ir.Module, path: str) -> None:
         return t if dims is None else ir.RankedTensorType.get(dims, ir.RankedTensorType(t).element_type)
 
     with module.context, ir.Location.unknown():
-        for op in rw.walk(module):
+        for op in rewrite.walk(module):
             for region in op.regions:
                 for block in region.blocks:
                     for arg in block.arguments:
@@ -134,7 +134,7 @@ def bounds_to_static(module: ir.Module, options: PassOptions) -> None:
         return
     path = options.path or "<module>"
     # At the bounds every dynamic size is its bound unless an op sets one from data.
-    if rw.walk(module, SIZE_SETTERS):
+    if rewrite.walk(module, SIZE_SETTERS):
         _refine(module, path)
     else:
         _to_bounds(module, path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
@@ -48,15 +48,15 @@ def collective_cleanup(module: ir.Module, options: PassOptions) -> bool:
     while changed:  # erasing one collective can leave the one feeding it unused
         changed = False
         seen: dict[tuple, list[ir.Operation]] = {}
-        for op in rw.walk(module, COLLECTIVES):
-            if not any(rw.has_uses(r) for r in op.results):
+        for op in rewrite.walk(module, COLLECTIVES):
+            if not any(rewrite.has_uses(r) for r in op.results):
                 op.erase()
                 changed = True
                 continue
             same = seen.setdefault(_key(op), [])
             first = next((f for f in same if f.block == op.block and f.is_before_in_block(op)), None)
             if first is not None:
-                rw.replace(op, list(first.results))
+                rewrite.replace(op, list(first.results))
                 changed = True
             else:
                 same.append(op)

@@ -84,7 +84,8 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.ir import ELEMENT_BITS, FLOAT_TYPES
 from converter.mlir.context import hlo_element_type
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 LEGACY_GEMM = "__cublas$gemm"
@@ -151,7 +152,7 @@ class GemmOperands:
                targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE), keeps_targets=True)
 def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
     # One walk: the lowerings write no calls of these targets.
-    gemms, mx, solves = rw.custom_calls_of(module, GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)
+    gemms, mx, solves = rewrite.custom_calls_of(module, GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)
     for op in gemms:
         lower_cublas_matmul(op, options.gemm_block_bytes)
     for op in mx:
@@ -165,10 +166,10 @@ def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
 
 
 def gemm_backend_config(op: ir.Operation) -> dict[str, Any]:
-    config = rw.backend_config(op)
+    config = rewrite.backend_config(op)
     gemm = config.get("gemm_backend_config")
     if not isinstance(gemm, dict):
-        raise rw.op_error(op, "backend_config has no gemm_backend_config")
+        raise rewrite.op_error(op, "backend_config has no gemm_backend_config")
     return gemm
 
 
@@ -177,7 +178,7 @@ def _number(op: ir.Operation, gemm: dict[str, Any], key: str, default: float) ->
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise rw.op_error(op, f"gemm_backend_config.{key} is not a number: {value!r}") from None
+        raise rewrite.op_error(op, f"gemm_backend_config.{key} is not a number: {value!r}") from None
 
 
 def _epilogue(op: ir.Operation, gemm: dict[str, Any]) -> Epilogue:
@@ -185,7 +186,7 @@ def _epilogue(op: ir.Operation, gemm: dict[str, Any]) -> Epilogue:
     if isinstance(name, int) and 0 <= name < len(EPILOGUE_NUMBERS):
         name = EPILOGUE_NUMBERS[name]
     if name not in EPILOGUES:
-        raise rw.op_error(op, f"gemm_backend_config.epilogue {name} is not one XLA defines "
+        raise rewrite.op_error(op, f"gemm_backend_config.epilogue {name} is not one XLA defines "
                               f"({', '.join(EPILOGUES)})")
     return EPILOGUES[name]
 
@@ -217,12 +218,12 @@ def _split_operands(op: ir.Operation, target: str, beta: float, epilogue: Epilog
     """Operand roles by position (ThunkEmitter::EmitCublasLtMatmulThunk[F8], EmitGemmThunk)."""
     ops = list(op.operands)
     if len(ops) < 2:
-        raise rw.op_error(op, f"a GEMM needs operands A and B; found {len(ops)}")
+        raise rewrite.op_error(op, f"a GEMM needs operands A and B; found {len(ops)}")
     call = GemmOperands(ops[0], ops[1])
     k = 2
     if beta != 0:
         if len(ops) <= k:
-            raise rw.op_error(op, f"gemm_backend_config.beta={beta} but the call has no addend operand C")
+            raise rewrite.op_error(op, f"gemm_backend_config.beta={beta} but the call has no addend operand C")
         call.c = ops[k]
         k += 1
     if target == LT_MATMUL_F8:
@@ -233,19 +234,19 @@ def _split_operands(op: ir.Operation, target: str, beta: float, epilogue: Epilog
             k += 4
             if epilogue.adds_bias:
                 if len(ops) <= k:
-                    raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
+                    raise rewrite.op_error(op, "the epilogue adds a bias but the call has no bias operand")
                 call.bias, call.bias_index = ops[k], k
                 k += 1
         else:
             # Current XLA: A, B, [C], a_scale, b_scale, [bias], [d_scale].
             if len(ops) < k + 2 or not all(rank0[k:k + 2]):
-                raise rw.op_error(op, "an fp8 GEMM needs scalar a_scale and b_scale operands after A, B"
+                raise rewrite.op_error(op, "an fp8 GEMM needs scalar a_scale and b_scale operands after A, B"
                                       + (" and C" if beta != 0 else ""))
             call.a_scale, call.b_scale = ops[k], ops[k + 1]
             k += 2
             if epilogue.adds_bias:
                 if len(ops) <= k or rank0[k]:
-                    raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
+                    raise rewrite.op_error(op, "the epilogue adds a bias but the call has no bias operand")
                 call.bias, call.bias_index = ops[k], k
                 k += 1
             if _is_fp8(d_elem):
@@ -257,16 +258,16 @@ def _split_operands(op: ir.Operation, target: str, beta: float, epilogue: Epilog
                     k += 1
                 call.d_scale = ops[-1]
                 if not rank0[-1]:
-                    raise rw.op_error(op, "an fp8 output needs a scalar d_scale as the last operand")
+                    raise rewrite.op_error(op, "an fp8 output needs a scalar d_scale as the last operand")
         if not _is_fp8(d_elem):
             call.d_scale = None  # the runtime reads d_scale only for an fp8 D
     elif epilogue.adds_bias:
         if len(ops) <= k:
-            raise rw.op_error(op, "the epilogue adds a bias but the call has no bias operand")
+            raise rewrite.op_error(op, "the epilogue adds a bias but the call has no bias operand")
         call.bias, call.bias_index = ops[k], k
         k += 1
     if k != len(ops):
-        raise rw.op_error(op, f"has {len(ops)} operands; beta={beta} and the epilogue account for {k}")
+        raise rewrite.op_error(op, f"has {len(ops)} operands; beta={beta} and the epilogue account for {k}")
     return call
 
 
@@ -279,12 +280,12 @@ def _check_algorithm(op: ir.Operation, gemm: dict[str, Any], a_elem: ir.Type, b_
         # (TurnDotIntoConvertAndDotForBF16BF16F32): on bf16 operands this is exact f32 math.
         if isinstance(a_elem, ir.BF16Type) and isinstance(b_elem, ir.BF16Type):
             return
-        raise rw.op_error(op, f"precision_config.algorithm {algorithm} on {a_elem} x {b_elem} operands: cuBLAS "
+        raise rewrite.op_error(op, f"precision_config.algorithm {algorithm} on {a_elem} x {b_elem} operands: cuBLAS "
                               "rounds them to bf16 internally, in a way it does not specify")
     if algorithm == "ALG_DOT_F16_F16_F16":
-        raise rw.op_error(op, f"precision_config.algorithm {algorithm}: cuBLAS accumulates in f16 in an "
+        raise rewrite.op_error(op, f"precision_config.algorithm {algorithm}: cuBLAS accumulates in f16 in an "
                               "unspecified order, which has no exact portable equivalent")
-    raise rw.op_error(op, f"precision_config.algorithm {algorithm} is not one cuBLAS runs "
+    raise rewrite.op_error(op, f"precision_config.algorithm {algorithm} is not one cuBLAS runs "
                           "(algorithm_util::IsSupportedByCublasOrCublasLt)")
 
 
@@ -303,12 +304,11 @@ def lower_cublas_matmul(op: ir.Operation, block_bytes: int = 0) -> None:
     """`__cublas$gemm`, `__cublas$lt$matmul`, `__cublas$lt$matmul$f8` → dot_general and
     the epilogue as plain ops (module doc); one whose CPU working set exceeds
     `block_bytes` (0: GEMM_BLOCK_BYTES) in blocks (`_block_plan`)."""
-    b = rw.build
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     gemm = gemm_backend_config(op)
     epilogue = _epilogue(op, gemm)
     if target == LEGACY_GEMM and epilogue != EPILOGUES["DEFAULT"]:
-        raise rw.op_error(op, f"gemm_backend_config.epilogue {gemm.get('epilogue')}: legacy cuBLAS GEMMs "
+        raise rewrite.op_error(op, f"gemm_backend_config.epilogue {gemm.get('epilogue')}: legacy cuBLAS GEMMs "
                               "run no epilogue (XLA fuses them only into cuBLASLt calls)")
     alpha_real = _number(op, gemm, "alpha_real", 1.0)
     alpha_imag = _number(op, gemm, "alpha_imag", 0.0)
@@ -317,21 +317,21 @@ def lower_cublas_matmul(op: ir.Operation, block_bytes: int = 0) -> None:
     results = list(op.results)
     n_values = 1 + epilogue.has_aux + has_amax
     if len(results) < n_values or any(not _is_workspace(r) for r in results[n_values:]):
-        raise rw.op_error(op, f"expected results (D{', AUX' if epilogue.has_aux else ''}"
+        raise rewrite.op_error(op, f"expected results (D{', AUX' if epilogue.has_aux else ''}"
                               f"{', AMAX' if has_amax else ''}, workspace); found {len(results)}")
     d_type = ir.RankedTensorType(results[0].type)
     d_elem = d_type.element_type
     shape = list(d_type.shape)
     if _is_fp8(d_elem) and str(d_elem) not in FP8_OUTPUT_MAX:
-        raise rw.op_error(op, f"an fp8 output of type {d_elem}: XLA writes fp8 GEMM outputs only on CUDA "
+        raise rewrite.op_error(op, f"an fp8 output of type {d_elem}: XLA writes fp8 GEMM outputs only on CUDA "
                               f"({', '.join(FP8_OUTPUT_MAX)}); its conversion is not defined here")
     call = _split_operands(op, target, beta, epilogue, d_elem)
-    a_elem, b_elem = b.element_type_of(call.a), b.element_type_of(call.b)
+    a_elem, b_elem = builders.element_type_of(call.a), builders.element_type_of(call.b)
     _check_algorithm(op, gemm, a_elem, b_elem)
 
     complex_out = isinstance(d_elem, ir.ComplexType)
     if alpha_imag != 0 and not complex_out:
-        raise rw.op_error(op, f"gemm_backend_config.alpha_imag={alpha_imag} with a real output type {d_elem} "
+        raise rewrite.op_error(op, f"gemm_backend_config.alpha_imag={alpha_imag} with a real output type {d_elem} "
                               "(GemmConfig::For rejects it)")
     integer_in = isinstance(a_elem, ir.IntegerType)
     integer_out = isinstance(d_elem, ir.IntegerType)
@@ -341,20 +341,20 @@ def lower_cublas_matmul(op: ir.Operation, block_bytes: int = 0) -> None:
     else:
         scale_t = ir.F32Type.get()
     if integer_out and (alpha_real != 1 or beta != 0 or epilogue != EPILOGUES["DEFAULT"]):
-        raise rw.op_error(op, f"an integer GEMM with gemm_backend_config alpha_real={alpha_real}, beta={beta}, "
+        raise rewrite.op_error(op, f"an integer GEMM with gemm_backend_config alpha_real={alpha_real}, beta={beta}, "
                               f"epilogue={gemm.get('epilogue', 'DEFAULT')}: XLA never fuses into these")
-    if call.c is not None and b.shape_of(call.c) != shape:
-        raise rw.op_error(op, f"the addend C has shape {b.shape_of(call.c)}, not D's {shape}")
+    if call.c is not None and builders.shape_of(call.c) != shape:
+        raise rewrite.op_error(op, f"the addend C has shape {builders.shape_of(call.c)}, not D's {shape}")
     spec = _GemmSpec(op, gemm, call, epilogue, d_type, scale_t,
                      # s8 x s8 accumulates exactly in s32; everything else in the scale type.
                      ir.IntegerType.get_signless(32) if integer_in else scale_t,
                      complex(alpha_real, alpha_imag) if complex_out else alpha_real, beta,
                      [ir.RankedTensorType(r.type).element_type for r in results[1:n_values]],
                      _bias_dims(op, call, d_type) if call.bias is not None else [])
-    with rw.at(op):
+    with rewrite.at(op):
         if target == LEGACY_GEMM and alpha_real == 0 and alpha_imag == 0 and beta == 0:
             # RunGemm writes zeros without reading A or B (NaN/Inf in them do not matter).
-            _replace(op, [b.scalar_constant(0, d_elem, shape)], n_values)
+            _replace(op, [builders.scalar_constant(0, d_elem, shape)], n_values)
             return
         plan = _block_plan(spec, block_bytes or GEMM_BLOCK_BYTES)
         if plan is None:
@@ -392,42 +392,41 @@ def _operand_values(spec: _GemmSpec) -> dict[str, ir.Value]:
 def _gemm_values(spec: _GemmSpec, v: dict[str, ir.Value], shape: list[int]) -> list[ir.Value]:
     """D, [AUX], [AMAX] of the GEMM of operands `v` (keyed by role) whose output has shape
     `shape`: the whole call, or one block of it (`_blocked_gemm_values`)."""
-    b = rw.build
     scale_t, d_elem = spec.scale_t, spec.d_type.element_type
     lhs, rhs = v["a"], v["b"]
-    if _is_fp8(b.element_type_of(lhs)) or _is_fp8(b.element_type_of(rhs)):
+    if _is_fp8(builders.element_type_of(lhs)) or _is_fp8(builders.element_type_of(rhs)):
         # Every fp8 value is an f32 value: products and sums as cuBLASLt's f32 compute type.
-        lhs, rhs = b.convert(lhs, scale_t), b.convert(rhs, scale_t)
+        lhs, rhs = builders.convert(lhs, scale_t), builders.convert(rhs, scale_t)
     x = _dot_general(spec.op, lhs, rhs, spec.gemm, ir.RankedTensorType.get(shape, spec.product_elem))
-    x = b.convert(x, scale_t)
+    x = builders.convert(x, scale_t)
     if isinstance(d_elem, ir.IntegerType):
         return [x]
     if spec.alpha != 1:
-        x = b.binary("multiply", x, b.scalar_constant(spec.alpha, scale_t, shape))
+        x = builders.binary("multiply", x, builders.scalar_constant(spec.alpha, scale_t, shape))
     if "a_scale" in v:
         # Both scales multiply the product (the rewriter inverts divisors into them).
-        scale = b.binary("multiply", b.convert(v["a_scale"], scale_t), b.convert(v["b_scale"], scale_t))
-        x = b.binary("multiply", x, b.broadcast_in_dim(scale, shape, []))
+        scale = builders.binary("multiply", builders.convert(v["a_scale"], scale_t), builders.convert(v["b_scale"], scale_t))
+        x = builders.binary("multiply", x, builders.broadcast_in_dim(scale, shape, []))
     if "c" in v:
-        c = b.convert(v["c"], scale_t)
+        c = builders.convert(v["c"], scale_t)
         if "c_scale" in v:
-            c = b.binary("multiply", c, b.broadcast_in_dim(b.convert(v["c_scale"], scale_t), shape, []))
+            c = builders.binary("multiply", c, builders.broadcast_in_dim(builders.convert(v["c_scale"], scale_t), shape, []))
         if spec.beta != 1:
-            c = b.binary("multiply", c, b.scalar_constant(spec.beta, scale_t, shape))
-        x = b.binary("add", x, c)
+            c = builders.binary("multiply", c, builders.scalar_constant(spec.beta, scale_t, shape))
+        x = builders.binary("add", x, c)
     if "bias" in v:
-        x = b.binary("add", x, b.broadcast_in_dim(b.convert(v["bias"], scale_t), shape, spec.bias_dims))
+        x = builders.binary("add", x, builders.broadcast_in_dim(builders.convert(v["bias"], scale_t), shape, spec.bias_dims))
     extra = iter(spec.extra_elems)
-    aux = b.convert(x, next(extra)) if spec.epilogue.has_aux else None
+    aux = builders.convert(x, next(extra)) if spec.epilogue.has_aux else None
     x = _activation(x, spec.epilogue.activation)
     amax = None
     if bool(spec.gemm.get("damax_output", False)):
-        amax = b.convert(b.reduce(b.unary("abs", x), list(range(len(shape))), "maximum", 0.0), next(extra))
+        amax = builders.convert(builders.reduce(builders.unary("abs", x), list(range(len(shape))), "maximum", 0.0), next(extra))
     if "d_scale" in v:
         fmax = FP8_OUTPUT_MAX[str(d_elem)]
-        x = b.binary("multiply", x, b.broadcast_in_dim(b.convert(v["d_scale"], scale_t), shape, []))
-        x = b.clamp(b.scalar_constant(-fmax, scale_t), x, b.scalar_constant(fmax, scale_t))
-    return [b.convert(x, d_elem)] + ([aux] if aux is not None else []) + ([amax] if amax is not None else [])
+        x = builders.binary("multiply", x, builders.broadcast_in_dim(builders.convert(v["d_scale"], scale_t), shape, []))
+        x = builders.clamp(builders.scalar_constant(-fmax, scale_t), x, builders.scalar_constant(fmax, scale_t))
+    return [builders.convert(x, d_elem)] + ([aux] if aux is not None else []) + ([amax] if amax is not None else [])
 
 
 # ---------------------------------------------------------------------------------------
@@ -464,12 +463,11 @@ def _cpu_bytes(t: ir.Type) -> int:
 def _output_dim_sources(spec: _GemmSpec) -> list[tuple[int | None, int | None]]:
     """For each dimension of D (dot_general's order: batch, lhs free, rhs free), the
     dimension of A and of B it comes from (None: not in that operand)."""
-    b = rw.build
     numbers = _dimension_numbers(spec.gemm)
     lhs_b, rhs_b = list(numbers.lhs_batching_dimensions), list(numbers.rhs_batching_dimensions)
     lhs_c, rhs_c = list(numbers.lhs_contracting_dimensions), list(numbers.rhs_contracting_dimensions)
-    free_a = [i for i in range(len(b.shape_of(spec.call.a))) if i not in lhs_b and i not in lhs_c]
-    free_b = [i for i in range(len(b.shape_of(spec.call.b))) if i not in rhs_b and i not in rhs_c]
+    free_a = [i for i in range(len(builders.shape_of(spec.call.a))) if i not in lhs_b and i not in lhs_c]
+    free_b = [i for i in range(len(builders.shape_of(spec.call.b))) if i not in rhs_b and i not in rhs_c]
     return list(zip(lhs_b, rhs_b)) + [(i, None) for i in free_a] + [(None, i) for i in free_b]
 
 
@@ -478,10 +476,9 @@ def _block_plan(spec: _GemmSpec, block_bytes: int) -> tuple[int, int] | None:
     the dimension whose blocking leaves the fewest bytes whole (the larger operand's), in
     blocks of about `block_bytes`, a multiple of BLOCK_ALIGN (a divisor of the dimension
     where one is near); None to compute it whole."""
-    b = rw.build
     a, bm = spec.call.a, spec.call.b
-    sizes = {"a": math.prod(b.shape_of(a)) * _cpu_bytes(b.element_type_of(a)),
-             "b": math.prod(b.shape_of(bm)) * _cpu_bytes(b.element_type_of(bm)),
+    sizes = {"a": math.prod(builders.shape_of(a)) * _cpu_bytes(builders.element_type_of(a)),
+             "b": math.prod(builders.shape_of(bm)) * _cpu_bytes(builders.element_type_of(bm)),
              "d": math.prod(spec.d_type.shape) * _cpu_bytes(spec.product_elem)}
     sources = _output_dim_sources(spec)
     if sum(sizes.values()) <= block_bytes or len(spec.d_type.shape) != len(sources):
@@ -511,7 +508,6 @@ def _blocked_gemm_values(spec: _GemmSpec, dim: int, size: int) -> list[ir.Value]
     """The GEMM in blocks of `size` along D's dimension `dim`: a loop over the whole
     blocks, then the rows left (fewer than `size`, from a multiple of `size`) as one more
     block of their own size."""
-    b = rw.build
     i32 = ir.IntegerType.get_signless(32)
     shape = list(spec.d_type.shape)
     extent = shape[dim]
@@ -527,40 +523,40 @@ def _blocked_gemm_values(spec: _GemmSpec, dim: int, size: int) -> list[ir.Value]
     if "bias" in operands and dim in spec.bias_dims:
         along["bias"] = spec.bias_dims.index(dim)
     has_amax = bool(spec.gemm.get("damax_output", False))
-    values = [b.zeros_like_type(ir.RankedTensorType.get(shape, spec.d_type.element_type))]
+    values = [builders.zeros_like_type(ir.RankedTensorType.get(shape, spec.d_type.element_type))]
     if spec.epilogue.has_aux:
-        values.append(b.zeros_like_type(ir.RankedTensorType.get(shape, spec.extra_elems[0])))
+        values.append(builders.zeros_like_type(ir.RankedTensorType.get(shape, spec.extra_elems[0])))
     if has_amax:
-        values.append(b.scalar_constant(0, spec.extra_elems[-1]))
+        values.append(builders.scalar_constant(0, spec.extra_elems[-1]))
     n = len(values)
 
     def block(start: ir.Value, rows: int, acc: list[ir.Value], v: list[ir.Value]) -> list[ir.Value]:
-        zero = b.scalar_constant(0, i32)
+        zero = builders.scalar_constant(0, i32)
         sliced: dict[str, ir.Value] = {}
         for role, value in zip(roles, v):
             d = along[role]
-            full = b.shape_of(value)
-            sliced[role] = value if d is None else b.dynamic_slice(
+            full = builders.shape_of(value)
+            sliced[role] = value if d is None else builders.dynamic_slice(
                 value, [start if k == d else zero for k in range(len(full))], full[:d] + [rows] + full[d + 1:])
         new = _gemm_values(spec, sliced, shape[:dim] + [rows] + shape[dim + 1:])
         starts = [start if k == dim else zero for k in range(len(shape))]
-        out = [b.dynamic_update_slice(whole, part, starts) for whole, part in zip(acc[:n - has_amax], new)]
+        out = [builders.dynamic_update_slice(whole, part, starts) for whole, part in zip(acc[:n - has_amax], new)]
         if has_amax:
             # max is exact: the maximum of the blocks' maxima is D's.
-            out.append(b.binary("maximum", acc[-1], new[-1]))
+            out.append(builders.binary("maximum", acc[-1], new[-1]))
         return out
 
     def cond(i, *rest):
-        return b.compare(i, b.scalar_constant(blocks, i32), "LT", "SIGNED")
+        return builders.compare(i, builders.scalar_constant(blocks, i32), "LT", "SIGNED")
 
     def body(i, *rest):
-        start = b.binary("multiply", i, b.scalar_constant(size, i32))
-        return [b.binary("add", i, b.scalar_constant(1, i32)), *block(start, size, list(rest[:n]), list(rest[n:])),
+        start = builders.binary("multiply", i, builders.scalar_constant(size, i32))
+        return [builders.binary("add", i, builders.scalar_constant(1, i32)), *block(start, size, list(rest[:n]), list(rest[n:])),
                 *rest[n:]]
 
-    results = b.while_loop([b.scalar_constant(0, i32), *values, *operands.values()], cond, body)[1:1 + n]
+    results = builders.while_loop([builders.scalar_constant(0, i32), *values, *operands.values()], cond, body)[1:1 + n]
     if tail:
-        results = block(b.scalar_constant(blocks * size, i32), tail, results, list(operands.values()))
+        results = block(builders.scalar_constant(blocks * size, i32), tail, results, list(operands.values()))
     return results
 
 
@@ -568,15 +564,15 @@ def _dot_general(op: ir.Operation, lhs: ir.Value, rhs: ir.Value, gemm: dict[str,
                  result_type: ir.RankedTensorType) -> ir.Value:
     numbers = _dimension_numbers(gemm)
     attrs = {"dot_dimension_numbers": numbers}
-    lhs, rhs = rw.build.dot_operands(lhs, rhs, result_type.element_type, bool(numbers.lhs_batching_dimensions))
+    lhs, rhs = builders.dot_operands(lhs, rhs, result_type.element_type, bool(numbers.lhs_batching_dimensions))
     precision = _precision_attr(gemm)
     if precision is not None:
         attrs["precision_config"] = precision
-    dot = rw.build.op("stablehlo.dot_general", [result_type], [lhs, rhs], attrs)
+    dot = builders.op("stablehlo.dot_general", [result_type], [lhs, rhs], attrs)
     try:
         dot.verify()
     except ir.MLIRError as e:
-        raise rw.op_error(op, f"gemm_backend_config.dot_dimension_numbers do not give the output {result_type} "
+        raise rewrite.op_error(op, f"gemm_backend_config.dot_dimension_numbers do not give the output {result_type} "
                               f"from {lhs.type} x {rhs.type}: {e}") from None
     return dot.result
 
@@ -586,12 +582,12 @@ def _replace(op: ir.Operation, values: list[ir.Value], n_values: int) -> None:
     contents are undefined), an unread one needs no replacement."""
     rest: list[ir.Value | None] = []
     for r in list(op.results)[n_values:]:
-        if rw.has_uses(r):
-            with rw.at(op):
-                rest.append(rw.build.zeros_like_type(r.type))
+        if rewrite.has_uses(r):
+            with rewrite.at(op):
+                rest.append(builders.zeros_like_type(r.type))
         else:
             rest.append(None)
-    rw.replace(op, values + rest)
+    rewrite.replace(op, values + rest)
 
 
 def _bias_dims(op: ir.Operation, call: GemmOperands, d_type: ir.RankedTensorType) -> list[int]:
@@ -599,38 +595,37 @@ def _bias_dims(op: ir.Operation, call: GemmOperands, d_type: ir.RankedTensorType
     dimension bias_m2m[i] runs along D dimension d_m2m[i] (FuseVectorBiasAdd's check,
     MakeOutputColumnMajor); it is broadcast over every other dimension, batch included.
     The D dimension of each bias dimension."""
-    bias_shape = rw.build.shape_of(call.bias)
+    bias_shape = builders.shape_of(call.bias)
     if len(bias_shape) > d_type.rank:
-        raise rw.op_error(op, f"bias of shape {bias_shape} has more dimensions than the output {d_type}")
-    d_m2m = rw.dump_layout(op, "result", 0, d_type.rank)
-    bias_m2m = rw.dump_layout(op, "operand", call.bias_index, len(bias_shape))
+        raise rewrite.op_error(op, f"bias of shape {bias_shape} has more dimensions than the output {d_type}")
+    d_m2m = rewrite.dump_layout(op, "result", 0, d_type.rank)
+    bias_m2m = rewrite.dump_layout(op, "operand", call.bias_index, len(bias_shape))
     dims = [0] * len(bias_shape)
     for i in range(len(bias_shape)):
         dims[bias_m2m[i]] = d_m2m[i]
     if any(bias_shape[i] != d_type.shape[d] for i, d in enumerate(dims)):
-        raise rw.op_error(op, f"bias of shape {bias_shape} does not run along the physically minor dimensions "
+        raise rewrite.op_error(op, f"bias of shape {bias_shape} does not run along the physically minor dimensions "
                               f"{dims} of the output {d_type} (layout {d_m2m})")
     return dims
 
 
 def _activation(x: ir.Value, activation: str | None) -> ir.Value:
-    b = rw.build
     if activation is None:
         return x
-    shape = b.shape_of(x)
-    et = b.element_type_of(x)
+    shape = builders.shape_of(x)
+    et = builders.element_type_of(x)
 
     def const(v: float) -> ir.Value:
-        return b.scalar_constant(v, et, shape)
+        return builders.scalar_constant(v, et, shape)
 
     if activation == "relu":
-        return b.binary("maximum", x, const(0.0))
+        return builders.binary("maximum", x, const(0.0))
     if activation == "silu":
-        return b.binary("multiply", x, b.unary("logistic", x))
+        return builders.binary("multiply", x, builders.unary("logistic", x))
     # GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
-    cube = b.binary("multiply", x, b.binary("multiply", x, x))
-    inner = b.binary("multiply", const(math.sqrt(2 / math.pi)), b.binary("add", x, b.binary("multiply", const(0.044715), cube)))
-    return b.binary("multiply", b.binary("multiply", const(0.5), x), b.binary("add", const(1.0), b.unary("tanh", inner)))
+    cube = builders.binary("multiply", x, builders.binary("multiply", x, x))
+    inner = builders.binary("multiply", const(math.sqrt(2 / math.pi)), builders.binary("add", x, builders.binary("multiply", const(0.044715), cube)))
+    return builders.binary("multiply", builders.binary("multiply", const(0.5), x), builders.binary("add", const(1.0), builders.unary("tanh", inner)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -644,32 +639,31 @@ def lower_cublas_lt_matmul_mx(op: ir.Operation) -> None:
     block of `K / scale.shape[k]` consecutive elements along the contracting dimension.
     Dequantizing in f32 is exact (the e8m0 scales are powers of two); the dot accumulates
     in f32 and the output is rounded once to D's type."""
-    b = rw.build
-    config = rw.backend_config(op)
+    config = rewrite.backend_config(op)
     gemm = config.get("gemm_backend_config") or {}
     if len(op.operands) != 4:
-        raise rw.op_error(op, f"expected operands (lhs, rhs, lhs_scale, rhs_scale); found {len(op.operands)}")
+        raise rewrite.op_error(op, f"expected operands (lhs, rhs, lhs_scale, rhs_scale); found {len(op.operands)}")
     if _number(op, gemm, "beta", 0.0) != 0 or _epilogue(op, gemm) != EPILOGUES["DEFAULT"]:
-        raise rw.op_error(op, "gemm_backend_config beta/epilogue: XLA writes MX calls with beta=0 and no epilogue")
+        raise rewrite.op_error(op, "gemm_backend_config beta/epilogue: XLA writes MX calls with beta=0 and no epilogue")
     alpha = _number(op, gemm, "alpha_real", 1.0)
     results = list(op.results)
     if not results or any(not _is_workspace(r) for r in results[1:]):
-        raise rw.op_error(op, "expected results (D, workspace)")
+        raise rewrite.op_error(op, "expected results (D, workspace)")
     d_type = ir.RankedTensorType(results[0].type)
     lhs, rhs, lhs_scale, rhs_scale = op.operands
-    rank = len(b.shape_of(lhs))
+    rank = len(builders.shape_of(lhs))
     dims = gemm.get("dot_dimension_numbers")
     if dims:
         lhs_c, rhs_c = _ints(dims.get("lhs_contracting_dimensions")), _ints(dims.get("rhs_contracting_dimensions"))
         lhs_b, rhs_b = _ints(dims.get("lhs_batch_dimensions")), _ints(dims.get("rhs_batch_dimensions"))
     else:
         # block_scaling_rewriter: contracting = the last dimension, batch = dimension 0 of rank 3.
-        lhs_c, rhs_c = [rank - 1], [len(b.shape_of(rhs)) - 1]
+        lhs_c, rhs_c = [rank - 1], [len(builders.shape_of(rhs)) - 1]
         lhs_b = rhs_b = [0] if rank == 3 else []
     if len(lhs_c) != 1 or len(rhs_c) != 1:
-        raise rw.op_error(op, "gemm_backend_config.dot_dimension_numbers: a block-scaled dot has one contracting dimension")
+        raise rewrite.op_error(op, "gemm_backend_config.dot_dimension_numbers: a block-scaled dot has one contracting dimension")
     f32 = ir.F32Type.get()
-    with rw.at(op):
+    with rewrite.at(op):
         lhs_f32 = _dequantize(op, lhs, lhs_scale, lhs_c[0], f32)
         rhs_f32 = _dequantize(op, rhs, rhs_scale, rhs_c[0], f32)
         x = _dot_general(op, lhs_f32, rhs_f32, {"dot_dimension_numbers": {
@@ -677,18 +671,17 @@ def lower_cublas_lt_matmul_mx(op: ir.Operation) -> None:
             "lhs_batch_dimensions": lhs_b, "rhs_batch_dimensions": rhs_b}},
             ir.RankedTensorType.get(list(d_type.shape), f32))
         if alpha != 1:
-            x = b.binary("multiply", x, b.scalar_constant(alpha, f32, list(d_type.shape)))
-        d = b.convert(x, d_type.element_type)
+            x = builders.binary("multiply", x, builders.scalar_constant(alpha, f32, list(d_type.shape)))
+        d = builders.convert(x, d_type.element_type)
     _replace(op, [d], 1)
 
 
 def _dequantize(op: ir.Operation, x: ir.Value, scale: ir.Value, k_dim: int, f32: ir.Type) -> ir.Value:
-    b = rw.build
-    x_shape, s_shape = b.shape_of(x), b.shape_of(scale)
+    x_shape, s_shape = builders.shape_of(x), builders.shape_of(scale)
     if len(s_shape) != len(x_shape) or any(s != d for i, (s, d) in enumerate(zip(s_shape, x_shape)) if i != k_dim) \
             or s_shape[k_dim] == 0 or x_shape[k_dim] % s_shape[k_dim]:
-        raise rw.op_error(op, f"scale of shape {s_shape} does not block operand {x_shape} along dimension {k_dim}")
-    return b.block_dequantize(x, scale, f32)
+        raise rewrite.op_error(op, f"scale of shape {s_shape} does not block operand {x_shape} along dimension {k_dim}")
+    return builders.block_dequantize(x, scale, f32)
 
 
 # ---------------------------------------------------------------------------------------
@@ -699,17 +692,16 @@ def lower_cublas_triangular_solve(op: ir.Operation) -> None:
     """`__cublas$triangularSolve(a, b)` → a triangular solve (a loop of plain ops, which
     every StableHLO compiler takes) with the options XLA stored at the top level of
     backend_config (TriangularSolveRewriter::Run)."""
-    b = rw.build
-    config = rw.backend_config(op)
+    config = rewrite.backend_config(op)
     if len(op.operands) != 2 or len(op.results) < 1:
-        raise rw.op_error(op, "expected (a, b) → (x, workspace)")
+        raise rewrite.op_error(op, "expected (a, b) → (x, workspace)")
     transpose = config.get("transpose_a", "NO_TRANSPOSE")
     if isinstance(transpose, int):
         transpose = ["TRANSPOSE_INVALID", "NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"][transpose]
     if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
-        raise rw.op_error(op, f"backend_config.transpose_a {transpose} is not a triangular-solve option")
-    with rw.at(op):
-        x = b.triangular_solve(*op.operands, left_side=bool(config.get("left_side", False)),
+        raise rewrite.op_error(op, f"backend_config.transpose_a {transpose} is not a triangular-solve option")
+    with rewrite.at(op):
+        x = builders.triangular_solve(*op.operands, left_side=bool(config.get("left_side", False)),
                                lower=bool(config.get("lower", False)), transpose_a=transpose,
                                unit_diagonal=bool(config.get("unit_diagonal", False)))
     _replace(op, [x], 1)

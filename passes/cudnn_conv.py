@@ -25,10 +25,11 @@ import math
 
 from jaxlib.mlir import ir
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.attribute_grammar import conv_dim_labels
 from converter.hlo.parser import parse_window
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED = (
@@ -40,55 +41,53 @@ TARGETS = (FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED)
 @register_pass("cudnn-conv", "cuDNN convolution custom-calls (forward, backward input/filter, bias+activation) → "
                              "stablehlo.convolution", targets=TARGETS, keeps_targets=True)
 def lower_cudnn_conv(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, TARGETS):
+    for op in rewrite.custom_calls(module, TARGETS):
         lower_cudnn_conv_call(op)
 
 
-def _window(op: ir.Operation, rank: int) -> A.Window:
+def _window(op: ir.Operation, rank: int) -> hlo_attrs.Window:
     if "hlo.window" not in op.attributes:
-        return A.Window(tuple(A.WindowDim() for _ in range(rank)))
+        return hlo_attrs.Window(tuple(hlo_attrs.WindowDim() for _ in range(rank)))
     window = parse_window(ir.StringAttr(op.attributes["hlo.window"]).value)
-    return window if window.dims else A.Window(tuple(A.WindowDim() for _ in range(rank)))
+    return window if window.dims else hlo_attrs.Window(tuple(hlo_attrs.WindowDim() for _ in range(rank)))
 
 
 def _int_attr(op: ir.Operation, name: str, default: int) -> int:
     return int(ir.StringAttr(op.attributes[name]).value) if name in op.attributes else default
 
 
-def _convolution(out_t, lhs, rhs, labels: A.ConvDimLabels, window: list[A.WindowDim], groups: int = 1, batch_groups: int = 1,
+def _convolution(out_t, lhs, rhs, labels: hlo_attrs.ConvDimLabels, window: list[hlo_attrs.WindowDim], groups: int = 1, batch_groups: int = 1,
                  lhs_dilation=None, rhs_dilation=None, strides=None, padding=None, reversal=None) -> ir.Value:
-    b = rw.build
     rank = len(window)
     attrs = {
-        "dimension_numbers": b.conv_dimension_numbers(labels),
-        "feature_group_count": b.i64_attr(groups), "batch_group_count": b.i64_attr(batch_groups),
-        "window_strides": b.i64_array(strides if strides is not None else [d.stride for d in window]),
-        "padding": b.i64_elements(padding if padding is not None else [[d.pad_low, d.pad_high] for d in window],
+        "dimension_numbers": builders.conv_dimension_numbers(labels),
+        "feature_group_count": builders.i64_attr(groups), "batch_group_count": builders.i64_attr(batch_groups),
+        "window_strides": builders.i64_array(strides if strides is not None else [d.stride for d in window]),
+        "padding": builders.i64_elements(padding if padding is not None else [[d.pad_low, d.pad_high] for d in window],
                                   shape=(rank, 2)),
-        "lhs_dilation": b.i64_array(lhs_dilation if lhs_dilation is not None else [d.lhs_dilation for d in window]),
-        "rhs_dilation": b.i64_array(rhs_dilation if rhs_dilation is not None else [d.rhs_dilation for d in window]),
-        "window_reversal": b.bool_array(reversal if reversal is not None else [d.reversal for d in window]),
+        "lhs_dilation": builders.i64_array(lhs_dilation if lhs_dilation is not None else [d.lhs_dilation for d in window]),
+        "rhs_dilation": builders.i64_array(rhs_dilation if rhs_dilation is not None else [d.rhs_dilation for d in window]),
+        "window_reversal": builders.bool_array(reversal if reversal is not None else [d.reversal for d in window]),
     }
-    return b.op1("stablehlo.convolution", out_t, [lhs, rhs], attrs)
+    return builders.op1("stablehlo.convolution", out_t, [lhs, rhs], attrs)
 
 
 def lower_cudnn_conv_call(op: ir.Operation) -> None:
-    b = rw.build
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     if "hlo.dim_labels" not in op.attributes:
-        raise rw.op_error(op, "has no dim_labels")
+        raise rewrite.op_error(op, "has no dim_labels")
     labels = conv_dim_labels(ir.StringAttr(op.attributes["hlo.dim_labels"]).value)
     rank = len(labels.input_spatial)
     window = list(_window(op, rank).dims)
     groups = _int_attr(op, "hlo.feature_group_count", 1)
     batch_groups = _int_attr(op, "hlo.batch_group_count", 1)
-    cfg = rw.backend_config(op).get("cudnn_conv_backend_config", {})
+    cfg = rewrite.backend_config(op).get("cudnn_conv_backend_config", {})
     scale = float(cfg.get("conv_result_scale", 1) or 1)
     out_t = ir.RankedTensorType(op.results[0].type)
     operands = list(op.operands)
     if any(d.lhs_dilation != 1 for d in window) and target != FORWARD:
-        raise rw.op_error(op, "a backward or fused cuDNN convolution with lhs dilation")
-    with rw.at(op):
+        raise rewrite.op_error(op, "a backward or fused cuDNN convolution with lhs dilation")
+    with rewrite.at(op):
         if target in (FORWARD, FUSED):
             acc_t = out_t
             y = _convolution(acc_t, operands[0], operands[1], labels, window, groups, batch_groups)
@@ -97,21 +96,20 @@ def lower_cudnn_conv_call(op: ir.Operation) -> None:
         else:
             y = _backward_filter(op, out_t, operands[0], operands[1], labels, window, groups, batch_groups)
         if scale != 1:
-            y = b.binary("multiply", y, b.scalar_constant(scale, out_t.element_type, out_t.shape))
+            y = builders.binary("multiply", y, builders.scalar_constant(scale, out_t.element_type, out_t.shape))
         if target == FUSED:
             y = _bias_side_activation(op, y, operands, labels, cfg)
-    rest: list[ir.Value | None] = [None if not rw.has_uses(r) else _zeros(op, r) for r in list(op.results)[1:]]
-    rw.replace(op, [y] + rest)
+    rest: list[ir.Value | None] = [None if not rewrite.has_uses(r) else _zeros(op, r) for r in list(op.results)[1:]]
+    rewrite.replace(op, [y] + rest)
 
 
-def _backward_input(op, out_t, dy, w, labels: A.ConvDimLabels, window, groups, batch_groups) -> ir.Value:
+def _backward_input(op, out_t, dy, w, labels: hlo_attrs.ConvDimLabels, window, groups, batch_groups) -> ir.Value:
     """dx: the forward conv's input gradient (its result has the forward input's shape)."""
-    b = rw.build
     if batch_groups != 1:
-        raise rw.op_error(op, f"a backward-input convolution with batch_group_count={batch_groups}")
+        raise rewrite.op_error(op, f"a backward-input convolution with batch_group_count={batch_groups}")
     dx_shape = out_t.shape
-    dy_shape = b.shape_of(dy)
-    w_shape = b.shape_of(w)
+    dy_shape = builders.shape_of(dy)
+    w_shape = builders.shape_of(w)
     padding = []
     for i, d in enumerate(window):
         n = dx_shape[labels.input_spatial[i]]
@@ -128,7 +126,7 @@ def _backward_input(op, out_t, dy, w, labels: A.ConvDimLabels, window, groups, b
         list(labels.kernel_spatial)
     if groups > 1:
         w, kernel_in, kernel_out, kernel_spatial = _regroup_filter(w, labels, groups)
-    dnums = A.ConvDimLabels(
+    dnums = hlo_attrs.ConvDimLabels(
         input_batch=labels.output_batch, input_feature=labels.output_feature, input_spatial=labels.output_spatial,
         kernel_input_feature=kernel_in, kernel_output_feature=kernel_out, kernel_spatial=tuple(kernel_spatial),
         output_batch=labels.input_batch, output_feature=labels.input_feature, output_spatial=labels.input_spatial,
@@ -138,31 +136,29 @@ def _backward_input(op, out_t, dy, w, labels: A.ConvDimLabels, window, groups, b
                         reversal=[not d.reversal for d in window])
 
 
-def _regroup_filter(w: ir.Value, labels: A.ConvDimLabels, groups: int) -> tuple[ir.Value, int, int, list[int]]:
+def _regroup_filter(w: ir.Value, labels: hlo_attrs.ConvDimLabels, groups: int) -> tuple[ir.Value, int, int, list[int]]:
     """The filter of a grouped forward conv, [O, C/G, spatial...] in its own dim order,
     as the filter of the grouped transposed conv: [O/G, C, spatial...] with
     w'[o, g·C/G + c] = w[g·O/G + o, c] (group g's outputs are dy's features of group g).
     Returns it with its input-feature, output-feature and spatial dims."""
-    b = rw.build
     order = [labels.kernel_output_feature, labels.kernel_input_feature, *labels.kernel_spatial]
-    w = b.transpose(w, order)
-    out_features, in_per_group, *spatial = b.shape_of(w)
-    w = b.reshape(w, [groups, out_features // groups, in_per_group, *spatial])
+    w = builders.transpose(w, order)
+    out_features, in_per_group, *spatial = builders.shape_of(w)
+    w = builders.reshape(w, [groups, out_features // groups, in_per_group, *spatial])
     perm = [1, 0, 2, *range(3, 3 + len(spatial))]
-    w = b.transpose(w, perm)
-    w = b.reshape(w, [out_features // groups, groups * in_per_group, *spatial])
+    w = builders.transpose(w, perm)
+    w = builders.reshape(w, [out_features // groups, groups * in_per_group, *spatial])
     return w, 0, 1, list(range(2, 2 + len(spatial)))
 
 
-def _backward_filter(op, out_t, x, dy, labels: A.ConvDimLabels, window, groups, batch_groups) -> ir.Value:
+def _backward_filter(op, out_t, x, dy, labels: hlo_attrs.ConvDimLabels, window, groups, batch_groups) -> ir.Value:
     """dw: the forward conv's filter gradient, a convolution over the batch."""
-    b = rw.build
     if batch_groups != 1:
-        raise rw.op_error(op, f"a backward-filter convolution with batch_group_count={batch_groups}")
+        raise rewrite.op_error(op, f"a backward-filter convolution with batch_group_count={batch_groups}")
     if any(d.reversal for d in window):
-        raise rw.op_error(op, "a backward-filter convolution of a reversed window")
-    x_shape = b.shape_of(x)
-    dy_shape = b.shape_of(dy)
+        raise rewrite.op_error(op, "a backward-filter convolution of a reversed window")
+    x_shape = builders.shape_of(x)
+    dy_shape = builders.shape_of(dy)
     w_shape = out_t.shape
     padding = []
     for i, d in enumerate(window):
@@ -174,7 +170,7 @@ def _backward_filter(op, out_t, x, dy, labels: A.ConvDimLabels, window, groups, 
     # Batch and feature swap roles: the forward input's features become the "batch" of
     # the result (the filter's input feature dim), dy's features its "feature" (the
     # filter's output feature dim), and the sum runs over the batch.
-    dnums = A.ConvDimLabels(
+    dnums = hlo_attrs.ConvDimLabels(
         input_batch=labels.input_feature, input_feature=labels.input_batch, input_spatial=labels.input_spatial,
         kernel_input_feature=labels.output_batch, kernel_output_feature=labels.output_feature,
         kernel_spatial=labels.output_spatial, output_batch=labels.kernel_input_feature,
@@ -186,40 +182,39 @@ def _backward_filter(op, out_t, x, dy, labels: A.ConvDimLabels, window, groups, 
                         padding=padding, reversal=[False] * len(window))
 
 
-def _bias_side_activation(op, y: ir.Value, operands, labels: A.ConvDimLabels, cfg: dict) -> ir.Value:
-    b = rw.build
-    shape = b.shape_of(y)
-    et = b.element_type_of(y)
+def _bias_side_activation(op, y: ir.Value, operands, labels: hlo_attrs.ConvDimLabels, cfg: dict) -> ir.Value:
+    shape = builders.shape_of(y)
+    et = builders.element_type_of(y)
     if len(operands) >= 4:
         side_scale = float(cfg.get("side_input_scale", 0) or 0)
         if side_scale != 0:
-            side = b.convert(operands[3], et)
-            y = b.binary("add", y, b.binary("multiply", side, b.scalar_constant(side_scale, et, shape)))
+            side = builders.convert(operands[3], et)
+            y = builders.binary("add", y, builders.binary("multiply", side, builders.scalar_constant(side_scale, et, shape)))
     if len(operands) >= 3:
-        bias = b.convert(operands[2], et)
-        y = b.binary("add", y, b.broadcast_in_dim(b.reshape(bias, [math.prod(b.shape_of(bias))]), shape,
+        bias = builders.convert(operands[2], et)
+        y = builders.binary("add", y, builders.broadcast_in_dim(builders.reshape(bias, [math.prod(builders.shape_of(bias))]), shape,
                                                   [labels.output_feature]))
     mode = str(cfg.get("activation_mode", "kNone"))
-    zero = b.scalar_constant(0.0, et, shape)
+    zero = builders.scalar_constant(0.0, et, shape)
     if mode in ("kNone", "0"):
         return y
     if mode in ("kRelu", "2"):
-        return b.binary("maximum", y, zero)
+        return builders.binary("maximum", y, zero)
     if mode in ("kRelu6", "3"):
-        return b.op1("stablehlo.clamp", y.type, [zero, y, b.scalar_constant(6.0, et, shape)])
+        return builders.op1("stablehlo.clamp", y.type, [zero, y, builders.scalar_constant(6.0, et, shape)])
     if mode in ("kTanh", "5"):
-        return b.unary("tanh", y)
+        return builders.unary("tanh", y)
     if mode in ("kSigmoid", "1"):
-        return b.unary("logistic", y)
+        return builders.unary("logistic", y)
     if mode in ("kElu", "7"):
-        return b.select(b.compare(y, zero, "GT", "FLOAT"), y, b.unary("exponential_minus_one", y))
+        return builders.select(builders.compare(y, zero, "GT", "FLOAT"), y, builders.unary("exponential_minus_one", y))
     if mode in ("kLeakyRelu", "8"):
-        alpha = b.scalar_constant(float(cfg.get("leakyrelu_alpha", 0) or 0), et, shape)
-        return b.select(b.compare(y, zero, "GT", "FLOAT"), y, b.binary("multiply", y, alpha))
-    raise rw.op_error(op, f"activation_mode {mode} is not supported (kNone, kRelu, kRelu6, kTanh, kSigmoid, "
+        alpha = builders.scalar_constant(float(cfg.get("leakyrelu_alpha", 0) or 0), et, shape)
+        return builders.select(builders.compare(y, zero, "GT", "FLOAT"), y, builders.binary("multiply", y, alpha))
+    raise rewrite.op_error(op, f"activation_mode {mode} is not supported (kNone, kRelu, kRelu6, kTanh, kSigmoid, "
                           "kElu, kLeakyRelu are)")
 
 
 def _zeros(op: ir.Operation, result: ir.Value) -> ir.Value:
-    with rw.at(op):
-        return rw.build.zeros_like_type(result.type)
+    with rewrite.at(op):
+        return builders.zeros_like_type(result.type)

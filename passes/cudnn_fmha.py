@@ -32,7 +32,8 @@ import math
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.attention import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
                                    lse_from_segment_major, lse_to_segment_major, segment_tokens)
 from passes.lib.flex_attention import flex_backward, flex_forward, score_function
@@ -46,9 +47,9 @@ MASK_TYPES = {0: "NO_MASK", 1: "PADDING", 2: "CAUSAL", 3: "PADDING_CAUSAL", 4: "
 
 
 def _config(op: ir.Operation) -> dict:
-    cfg = rw.backend_config(op).get("cudnn_fmha_backend_config")
+    cfg = rewrite.backend_config(op).get("cudnn_fmha_backend_config")
     if cfg is None:
-        raise rw.op_error(op, "backend_config has no cudnn_fmha_backend_config")
+        raise rewrite.op_error(op, "backend_config has no cudnn_fmha_backend_config")
     return cfg
 
 
@@ -57,13 +58,13 @@ def _mask_type(op, cfg: dict) -> str:
     value = cfg.get("mask_type", "NO_MASK")
     name = MASK_TYPES.get(int(value), str(value)) if str(value).isdigit() else str(value)
     if name not in ("NO_MASK", "PADDING", "CAUSAL", "PADDING_CAUSAL"):
-        raise rw.op_error(op, f"mask_type {name} is not supported (NO_MASK, PADDING, CAUSAL, PADDING_CAUSAL are)")
+        raise rewrite.op_error(op, f"mask_type {name} is not supported (NO_MASK, PADDING, CAUSAL, PADDING_CAUSAL are)")
     return name
 
 
 def _segments_per_batch(op, cfg: dict) -> int:
     if cfg.get("is_paged_attention"):
-        raise rw.op_error(op, "is_paged_attention: paged cuDNN attention (page tables) is not supported")
+        raise rewrite.op_error(op, "is_paged_attention: paged cuDNN attention (page tables) is not supported")
     return int(cfg.get("max_seg_per_batch", 1) or 1)
 
 
@@ -75,12 +76,12 @@ def _heads_major(op, cfg: dict, key: str) -> bool:
         return False
     if batch == [0, 1]:
         return True
-    raise rw.op_error(op, f"{key} batch dimensions {batch} are neither BTNH ([0,2]) nor BNTH ([0,1])")
+    raise rewrite.op_error(op, f"{key} batch dimensions {batch} are neither BTNH ([0,2]) nor BNTH ([0,1])")
 
 
 def _to_tokens(x: ir.Value, heads_major: bool) -> ir.Value:
     """Q/K/V/dO operand → [B, T, N, H] (the core's layout)."""
-    return rw.build.transpose(x, [0, 2, 1, 3]) if heads_major else x
+    return builders.transpose(x, [0, 2, 1, 3]) if heads_major else x
 
 
 def _split_operands(op, rest: list[ir.Value], has_bias: bool, padding: bool, packed: bool, names: str):
@@ -88,7 +89,7 @@ def _split_operands(op, rest: list[ir.Value], has_bias: bool, padding: bool, pac
     the order jax writes them (_dot_product_attention_fwd/bwd_cuda_lowering)."""
     expected = (1 if has_bias else 0) + (2 if padding or packed else 0) + (2 if packed else 0)
     if len(rest) != expected:
-        raise rw.op_error(op, f"{len(op.operands)} operands do not match {names}{', bias' if has_bias else ''}"
+        raise rewrite.op_error(op, f"{len(op.operands)} operands do not match {names}{', bias' if has_bias else ''}"
                               f"{', q_seqlen, kv_seqlen' if padding or packed else ''}"
                               f"{', q_offsets, kv_offsets' if packed else ''}")
     bias = rest.pop(0) if has_bias else None
@@ -107,29 +108,27 @@ class _Packed:
 def _packed_side(op, lengths: ir.Value, offsets: ir.Value, slots: int, stride: int) -> _Packed:
     """cuDNN reads B·M lengths and the first B·M element offsets; jax scaled each token
     offset by the query's N·H (the token stride of BTNH)."""
-    b = rw.build
     i32 = ir.IntegerType.get_signless(32)
-    flat_len = b.convert(b.reshape(lengths, [b.shape_of(lengths)[0] * b.shape_of(lengths)[1]]), i32)
-    flat_off = b.convert(b.reshape(offsets, [b.shape_of(offsets)[0] * b.shape_of(offsets)[1]]), i32)
-    if b.shape_of(flat_len)[0] < slots or b.shape_of(flat_off)[0] < slots:
-        raise rw.op_error(op, f"packed lengths {lengths.type} / offsets {offsets.type} hold fewer than {slots} segments")
-    starts = b.binary("divide", b.slice_(flat_off, [0], [slots]), b.scalar_constant(stride, i32, [slots]))
-    return _Packed(b.slice_(flat_len, [0], [slots]), starts)
+    flat_len = builders.convert(builders.reshape(lengths, [builders.shape_of(lengths)[0] * builders.shape_of(lengths)[1]]), i32)
+    flat_off = builders.convert(builders.reshape(offsets, [builders.shape_of(offsets)[0] * builders.shape_of(offsets)[1]]), i32)
+    if builders.shape_of(flat_len)[0] < slots or builders.shape_of(flat_off)[0] < slots:
+        raise rewrite.op_error(op, f"packed lengths {lengths.type} / offsets {offsets.type} hold fewer than {slots} segments")
+    starts = builders.binary("divide", builders.slice_(flat_off, [0], [slots]), builders.scalar_constant(stride, i32, [slots]))
+    return _Packed(builders.slice_(flat_len, [0], [slots]), starts)
 
 
 def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, block: int):
-    b = rw.build
     mask = _mask_type(op, cfg)
     segments = _segments_per_batch(op, cfg)
     q, k, v = (_to_tokens(x, heads_major) for x in (q, k, v))
-    n, sq, hq, dq = b.shape_of(q)
-    _, skv, hkv, _ = b.shape_of(k)
+    n, sq, hq, dq = builders.shape_of(q)
+    _, skv, hkv, _ = builders.shape_of(k)
     window = int(cfg.get("sliding_window_length", 0) or 0)
     dropout = float(cfg.get("dropout_rate", 0.0) or 0.0)
     if not 0.0 <= dropout < 1.0:
-        raise rw.op_error(op, f"dropout_rate={dropout} is outside [0, 1)")
+        raise rewrite.op_error(op, f"dropout_rate={dropout} is outside [0, 1)")
     config = AttentionConfig(batch=n, q_heads=hq, kv_heads=hkv, q_len=sq, kv_len=skv, qk_dim=dq,
-                             v_dim=b.shape_of(v)[3], scale=float(cfg.get("fmha_scale", 1.0)),
+                             v_dim=builders.shape_of(v)[3], scale=float(cfg.get("fmha_scale", 1.0)),
                              causal=mask in ("CAUSAL", "PADDING_CAUSAL"),
                              window_left=window - 1 if window > 0 else -1, dropout=dropout,
                              block_q=block, block_k=block)
@@ -138,7 +137,7 @@ def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, 
     q_packed = None
     if segments > 1:
         if heads_major or hq != hkv:
-            raise rw.op_error(op, f"max_seg_per_batch={segments} with {'BNTH' if heads_major else 'GQA'}: jax scales "
+            raise rewrite.op_error(op, f"max_seg_per_batch={segments} with {'BNTH' if heads_major else 'GQA'}: jax scales "
                                   "packed offsets by the query's N·H as BTNH token strides, which only mean tokens "
                                   "for BTNH without grouped KV heads")
         slots = n * segments
@@ -148,14 +147,14 @@ def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, 
         masks.kv_segment, masks.kv_position, _ = segment_tokens(kv_packed.lengths, kv_packed.starts, n, skv)
     elif mask.startswith("PADDING"):
         for side, length, seq in (("q", lengths[0], sq), ("kv", lengths[1], skv)):
-            index = b.iota(i32, [n, seq], 1)
-            length = b.convert(b.reshape(length, [n]), i32)
-            inside = b.compare(index, b.broadcast_in_dim(length, [n, seq], [0]), "LT", "SIGNED")
+            index = builders.iota(i32, [n, seq], 1)
+            length = builders.convert(builders.reshape(length, [n]), i32)
+            inside = builders.compare(index, builders.broadcast_in_dim(length, [n, seq], [0]), "LT", "SIGNED")
             setattr(masks, f"{side}_segment",
-                    b.select(inside, b.scalar_constant(1, i32, [n, seq]), b.scalar_constant(0, i32, [n, seq])))
+                    builders.select(inside, builders.scalar_constant(1, i32, [n, seq]), builders.scalar_constant(0, i32, [n, seq])))
     seed = None
     if dropout > 0:
-        seed = b.scalar_constant(int(cfg.get("seed", 0)) & (2**64 - 1), ir.IntegerType.get_unsigned(64))
+        seed = builders.scalar_constant(int(cfg.get("seed", 0)) & (2**64 - 1), ir.IntegerType.get_unsigned(64))
     return config, AttentionInputs(q, k, v, bias, masks, seed), q_packed
 
 
@@ -163,12 +162,12 @@ def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, 
                "XLA cuDNN fused attention (__cudnn$fmha*, forward and backward) → blockwise portable attention",
                targets=FORWARD + BACKWARD + FP8, keeps_targets=True)
 def lower_cudnn_fmha(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, FP8):
-        raise rw.op_error(op, "FP8 cuDNN attention (descale/scale factors, amax outputs) is not supported")
+    for op in rewrite.custom_calls(module, FP8):
+        raise rewrite.op_error(op, "FP8 cuDNN attention (descale/scale factors, amax outputs) is not supported")
     # A flex backward rebuilds P with its forward's score function: found before the
     # forward calls are rewritten.
-    forward_functions = [(op, _forward_score_function(op)) for op in rw.custom_calls(module, BACKWARD)]
-    for op in rw.custom_calls(module, FORWARD):
+    forward_functions = [(op, _forward_score_function(op)) for op in rewrite.custom_calls(module, BACKWARD)]
+    for op in rewrite.custom_calls(module, FORWARD):
         lower_cudnn_fmha_forward(op, options.attention_block)
     for op, forward_fn in forward_functions:
         lower_cudnn_fmha_backward(op, options.attention_block, forward_fn)
@@ -185,15 +184,15 @@ def _forward_score_function(op: ir.Operation) -> ir.Operation | None:
     if score_function(op) is None:
         return None
     value = op.operands[3]
-    producer = rw.defining_op(value)
+    producer = rewrite.defining_op(value)
     while producer is not None and producer.name in _PASS_THROUGH:
-        producer = rw.defining_op(producer.operands[0])
-    if producer is None or producer.name != "stablehlo.custom_call" or rw.call_target(producer) not in FORWARD:
-        raise rw.op_error(op, "flex attention backward: its statistics do not come from a forward cuDNN call, "
+        producer = rewrite.defining_op(producer.operands[0])
+    if producer is None or producer.name != "stablehlo.custom_call" or rewrite.call_target(producer) not in FORWARD:
+        raise rewrite.op_error(op, "flex attention backward: its statistics do not come from a forward cuDNN call, "
                               "whose score function the backward needs")
     found = score_function(producer)
     if found is None:
-        raise rw.op_error(op, "flex attention backward: its forward call has no score function")
+        raise rewrite.op_error(op, "flex attention backward: its forward call has no score function")
     return found[0]
 
 
@@ -202,19 +201,18 @@ def _flex_args(op, ops: list, fn_inputs: int, leading: int) -> tuple[list, list]
     `leading` score tensors, the call's last operands)."""
     count = fn_inputs - leading
     if count < 0 or count > len(ops) - 3:
-        raise rw.op_error(op, f"the score function takes {fn_inputs} inputs; the call has {len(ops)} operands")
+        raise rewrite.op_error(op, f"the score function takes {fn_inputs} inputs; the call has {len(ops)} operands")
     return (ops[: len(ops) - count], ops[len(ops) - count:]) if count else (ops, [])
 
 
 def _check_flex(op, cfg: dict) -> None:
     if _segments_per_batch(op, cfg) > 1 or float(cfg.get("dropout_rate", 0.0) or 0.0) > 0:
-        raise rw.op_error(op, "flex attention (a score function) with packed segments or dropout is not supported")
+        raise rewrite.op_error(op, "flex attention (a score function) with packed segments or dropout is not supported")
 
 
 def lower_cudnn_fmha_forward(op: ir.Operation, block: int = 0) -> None:
-    b = rw.build
     cfg = _config(op)
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     ops = list(op.operands)
     flex = score_function(op)
     score_args: list = []
@@ -227,34 +225,32 @@ def lower_cudnn_fmha_forward(op: ir.Operation, block: int = 0) -> None:
     results = list(op.results)
     training = len(results) == 3
     heads_major = _heads_major(op, cfg, "bmm1_dot_dimension_numbers")
-    with rw.at(op):
+    with rewrite.at(op):
         config, inputs, q_packed = _prepare(op, cfg, *ops[:3], bias, lengths, offsets, heads_major, block)
         if flex is not None:
             out, lse = flex_forward(config, inputs, flex[0], score_args)  # [B, N, T, Hv], [B, N, T]
             values = [out]
         else:
             out, lse = attention_forward(config, inputs)  # [B, T, N, Hv], [B, N, T]
-            values = [b.transpose(out, [0, 2, 1, 3])]  # the result is logically [B, N, T, Hv]
+            values = [builders.transpose(out, [0, 2, 1, 3])]  # the result is logically [B, N, T, Hv]
         if training:
             if q_packed is not None:
                 lse = lse_to_segment_major(lse, q_packed.lengths, q_packed.starts)  # [B·M, N, T]
             values.append(_stats_value(op, lse, results[1].type))
-    values += [None if not rw.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
-    rw.replace(op, values)
+    values += [None if not rewrite.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
+    rewrite.replace(op, values)
 
 
 def _stats_value(op, lse: ir.Value, stats_type: ir.Type) -> ir.Value:
-    b = rw.build
     t = ir.RankedTensorType(stats_type)
-    if math.prod(b.shape_of(lse)) != math.prod(t.shape):
-        raise rw.op_error(op, f"stats of type {stats_type} cannot hold the LSE f32{b.shape_of(lse)}")
-    return b.convert(b.reshape(lse, list(t.shape)), t.element_type)
+    if math.prod(builders.shape_of(lse)) != math.prod(t.shape):
+        raise rewrite.op_error(op, f"stats of type {stats_type} cannot hold the LSE f32{builders.shape_of(lse)}")
+    return builders.convert(builders.reshape(lse, list(t.shape)), t.element_type)
 
 
 def lower_cudnn_fmha_backward(op: ir.Operation, block: int = 0, forward_fn: ir.Operation | None = None) -> None:
-    b = rw.build
     cfg = _config(op)
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     ops = list(op.operands)
     flex = score_function(op)
     score_args: list = []
@@ -262,7 +258,7 @@ def lower_cudnn_fmha_backward(op: ir.Operation, block: int = 0, forward_fn: ir.O
         _check_flex(op, cfg)
         ops, score_args = _flex_args(op, ops, flex[1], 2)
     if len(ops) < 6:
-        raise rw.op_error(op, f"{len(ops)} operands: the backward has at least Q, K, V, stats, dO, O")
+        raise rewrite.op_error(op, f"{len(ops)} operands: the backward has at least Q, K, V, stats, dO, O")
     q, k, v, stats, dout = ops[:5]
     padding = _mask_type(op, cfg).startswith("PADDING")
     packed = _segments_per_batch(op, cfg) > 1
@@ -274,14 +270,14 @@ def lower_cudnn_fmha_backward(op: ir.Operation, block: int = 0, forward_fn: ir.O
     results = list(op.results)
     heads_major = _heads_major(op, cfg, "bmm2_grad_gemm2_dot_dimension_numbers") \
         if "bmm2_grad_gemm2_dot_dimension_numbers" in cfg else _heads_major(op, cfg, "bmm1_dot_dimension_numbers")
-    with rw.at(op):
+    with rewrite.at(op):
         config, inputs, q_packed = _prepare(op, cfg, q, k, v, bias, lengths, offsets, heads_major, block)
-        stats = b.convert(stats, ir.F32Type.get())
+        stats = builders.convert(stats, ir.F32Type.get())
         if q_packed is not None:
-            lse = lse_from_segment_major(b.reshape(stats, [b.shape_of(stats)[0], config.q_heads, config.q_len]),
+            lse = lse_from_segment_major(builders.reshape(stats, [builders.shape_of(stats)[0], config.q_heads, config.q_len]),
                                          inputs.masks.q_segment, inputs.masks.q_position)
         else:
-            lse = b.reshape(stats, [config.batch, config.q_heads, config.q_len])
+            lse = builders.reshape(stats, [config.batch, config.q_heads, config.q_len])
         if flex is not None:
             dq, dk, dv, ds0 = flex_backward(config, inputs, forward_fn, flex[0], score_args,
                                             _to_tokens(out, heads_major), _to_tokens(dout, heads_major), lse)
@@ -290,24 +286,23 @@ def lower_cudnn_fmha_backward(op: ir.Operation, block: int = 0, forward_fn: ir.O
         else:
             dq, dk, dv, dbias = attention_backward(config, inputs, _to_tokens(out, heads_major),
                                                    _to_tokens(dout, heads_major), lse)
-            values = [b.transpose(x, [0, 2, 1, 3]) for x in (dq, dk, dv)]  # logical [B, N, T, H]
+            values = [builders.transpose(x, [0, 2, 1, 3]) for x in (dq, dk, dv)]  # logical [B, N, T, H]
         if has_bias and len(results) > 4:
             values.append(dbias)
-    values += [None if not rw.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
-    rw.replace(op, values)
+    values += [None if not rewrite.has_uses(r) else _zeros(op, r) for r in results[len(values):]]
+    rewrite.replace(op, values)
 
 
 def _reduce_to(grad: ir.Value, bias: ir.Value) -> ir.Value:
     """∂L/∂bias from ∂L/∂(the broadcast bias) [B, N, T, S]: summed over the bias's size-1
     batch and head dims."""
-    b = rw.build
-    shape = b.shape_of(bias)
-    dims = [i for i in (0, 1) if shape[i] == 1 and b.shape_of(grad)[i] != 1]
+    shape = builders.shape_of(bias)
+    dims = [i for i in (0, 1) if shape[i] == 1 and builders.shape_of(grad)[i] != 1]
     if dims:
-        grad = b.reshape(b.reduce(grad, dims, "add", 0.0), shape)
-    return b.convert(grad, b.element_type_of(bias))
+        grad = builders.reshape(builders.reduce(grad, dims, "add", 0.0), shape)
+    return builders.convert(grad, builders.element_type_of(bias))
 
 
 def _zeros(op: ir.Operation, result: ir.Value) -> ir.Value:
-    with rw.at(op):
-        return rw.build.zeros_like_type(result.type)
+    with rewrite.at(op):
+        return builders.zeros_like_type(result.type)

@@ -27,7 +27,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.lapack import lapack_letter, pivots_to_permutation
 from passes.lib.registry import PassOptions, register_pass
 
@@ -47,21 +48,20 @@ LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for 
                            "LU/QR/eigh/SVD → jaxlib's CPU LAPACK calls",
                targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS)
 def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, POTRF_TARGETS):
+    for op in rewrite.custom_calls(module, POTRF_TARGETS):
         lower_potrf(op)
-    for op in rw.custom_calls(module, PIVOTS_TARGETS):
+    for op in rewrite.custom_calls(module, PIVOTS_TARGETS):
         lower_lu_pivots_to_permutation(op)
-    for op in rw.custom_calls(module, LAPACK_TARGETS):
+    for op in rewrite.custom_calls(module, LAPACK_TARGETS):
         retarget_to_lapack(op)
 
 
 def retarget_to_lapack(op: ir.Operation) -> None:
-    b = rw.build
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     suffix = target.split("_", 1)[1]
     letter = lapack_letter(op, op.operands[0])
     routine = LAPACK_EQUIVALENT[suffix][letter in "cz"]
-    config = rw.backend_config(op)
+    config = rewrite.backend_config(op)
     attrs = {name: op.attributes[name] for name in op.attributes}
     attrs["call_target_name"] = ir.StringAttr.get(f"lapack_{letter}{routine}_ffi")
     u8 = ir.IntegerType.get_unsigned(8)
@@ -75,43 +75,42 @@ def retarget_to_lapack(op: ir.Operation) -> None:
     attrs["mhlo.backend_config"] = ir.DictAttr.get(ffi_attrs)  # a typed-FFI call as JAX writes it
     attrs["backend_config"] = ir.StringAttr.get("")
     attrs["api_version"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
-    with rw.at(op):
+    with rewrite.at(op):
         new = ir.Operation.create("stablehlo.custom_call", results=[r.type for r in op.results],
                                   operands=list(op.operands), attributes=attrs)
         values = list(new.results)
         if routine == "gesdd" and config.get("compute_uv", True):
             vt = values[3]  # LAPACK returns Vᴴ where cuSOLVER's gesvdj returns V
-            rank = len(b.shape_of(vt))
-            v = b.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
-            values[3] = v if letter in "sd" else b.conj(v)
-    rw.replace(op, values)
+            rank = len(builders.shape_of(vt))
+            v = builders.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
+            values[3] = v if letter in "sd" else builders.conj(v)
+    rewrite.replace(op, values)
 
 
 def lower_lu_pivots_to_permutation(op: ir.Operation) -> None:
     (pivots,) = list(op.operands)
     out_t = ir.RankedTensorType(op.results[0].type)
-    with rw.at(op):
+    with rewrite.at(op):
         perm = pivots_to_permutation(pivots, out_t.shape[-1], out_t.element_type)
-    rw.replace(op, [perm])
+    rewrite.replace(op, [perm])
 
 
 def lower_potrf(op: ir.Operation) -> None:
-    b = rw.build
-    config = rw.backend_config(op)
+    config = rewrite.backend_config(op)
     lower = bool(config.get("lower", True))
     (a,) = list(op.operands)
     a_t = ir.RankedTensorType(a.type)
     shape = list(a_t.shape)
     if len(shape) < 2 or shape[-1] != shape[-2]:
-        raise rw.op_error(op, f"expects a batch of square matrices, got {a_t}")
+        raise rewrite.op_error(op, f"expects a batch of square matrices, got {a_t}")
     n = shape[-1]
     batch = shape[:-2]
-    with rw.at(op):
-        factor = b.cholesky(a, lower)
+    with rewrite.at(op):
+        factor = builders.cholesky(a, lower)
         results = [factor]
         if len(op.results) > 1:
             results.append(_info(op, a, factor, batch, n, lower))
-    rw.replace(op, results)
+    rewrite.replace(op, results)
 
 
 def _info(op: ir.Operation, a: ir.Value, factor: ir.Value, batch: list[int], n: int, lower: bool) -> ir.Value:
@@ -119,71 +118,69 @@ def _info(op: ir.Operation, a: ir.Value, factor: ir.Value, batch: list[int], n: 
     minor that is not positive definite.  A failed factor holds NaNs from the failing
     column on, but so can a factor of an input with NaNs, so only when some factor is not finite is the order found
     by an unblocked factorization (a loop of n rank-1 updates) of the input."""
-    b = rw.build
     info_t = ir.RankedTensorType(op.results[1].type)
     s32 = ir.IntegerType.get_signless(32)
     i1 = ir.IntegerType.get_signless(1)
     rank = len(batch) + 2
-    if isinstance(b.element_type_of(factor), ir.ComplexType):
-        finite = b.binary("and", *[b.op1("stablehlo.is_finite", b.tensor_type_like(v, element=i1), [v])
-                                  for v in (b.real_part(factor), b.imag_part(factor))])
+    if isinstance(builders.element_type_of(factor), ir.ComplexType):
+        finite = builders.binary("and", *[builders.op1("stablehlo.is_finite", builders.tensor_type_like(v, element=i1), [v])
+                                  for v in (builders.real_part(factor), builders.imag_part(factor))])
     else:
-        finite = b.op1("stablehlo.is_finite", b.tensor_type_like(factor, element=i1), [factor])
-    all_finite = b.reduce(finite, list(range(rank)), "and", 1)
-    branch = b.op("stablehlo.if", [ir.RankedTensorType.get(batch, s32)], [all_finite], regions=2)
+        finite = builders.op1("stablehlo.is_finite", builders.tensor_type_like(factor, element=i1), [factor])
+    all_finite = builders.reduce(finite, list(range(rank)), "and", 1)
+    branch = builders.op("stablehlo.if", [ir.RankedTensorType.get(batch, s32)], [all_finite], regions=2)
     with ir.InsertionPoint(branch.regions[0].blocks.append()):
-        stablehlo.ReturnOp([b.scalar_constant(0, s32, batch)])
+        stablehlo.ReturnOp([builders.scalar_constant(0, s32, batch)])
     with ir.InsertionPoint(branch.regions[1].blocks.append()):
         stablehlo.ReturnOp([_first_failing_minor(a, batch, n, lower)])
     info = branch.results[0]
     if info_t.element_type != s32 or list(info_t.shape) != batch:
-        info = b.reshape(b.convert(info, info_t.element_type), list(info_t.shape))
+        info = builders.reshape(builders.convert(info, info_t.element_type), list(info_t.shape))
     return info
 
 
 def _first_failing_minor(a: ir.Value, batch: list[int], n: int, lower: bool) -> ir.Value:
-    b = rw.build
     s32 = ir.IntegerType.get_signless(32)
     rank = len(batch) + 2
-    et = b.element_type_of(a)
+    et = builders.element_type_of(a)
     is_complex = isinstance(et, ir.ComplexType)
     real_t = ir.ComplexType(et).element_type if is_complex else et
     full = batch + [n, n]
-    rows, cols = b.iota(s32, full, rank - 2), b.iota(s32, full, rank - 1)
+    rows, cols = builders.iota(s32, full, rank - 2), builders.iota(s32, full, rank - 1)
     # The Hermitian matrix the requested triangle describes (cuSOLVER reads only that one).
-    keep = b.compare(rows, cols, "GE" if lower else "LE", "SIGNED")
-    tri = b.select(keep, a, b.scalar_constant(0, et, full))
+    keep = builders.compare(rows, cols, "GE" if lower else "LE", "SIGNED")
+    tri = builders.select(keep, a, builders.scalar_constant(0, et, full))
     perm = list(range(len(batch))) + [rank - 1, rank - 2]
-    strict = b.select(b.compare(rows, cols, "EQ", "SIGNED"), b.scalar_constant(0, et, full), tri)
-    mirrored = b.transpose(strict, perm)
-    sym = b.binary("add", tri, b.conj(mirrored) if is_complex else mirrored)
-    zero_i = b.scalar_constant(0, s32)
+    strict = builders.select(builders.compare(rows, cols, "EQ", "SIGNED"), builders.scalar_constant(0, et, full), tri)
+    mirrored = builders.transpose(strict, perm)
+    sym = builders.binary("add", tri, builders.conj(mirrored) if is_complex else mirrored)
+    zero_i = builders.scalar_constant(0, s32)
 
     def cond(k, m, info):
-        return b.compare(k, b.scalar_constant(n, s32), "LT", "SIGNED")
+        return builders.compare(k, builders.scalar_constant(n, s32), "LT", "SIGNED")
 
     def body(k, m, info):
         starts = [zero_i] * len(batch)
-        pivot = b.reshape(b.dynamic_slice(m, starts + [k, k], batch + [1, 1]), batch)
+        pivot = builders.reshape(builders.dynamic_slice(m, starts + [k, k], batch + [1, 1]), batch)
         if is_complex:  # the diagonal of a Hermitian matrix is real
-            pivot = b.real_part(pivot)
-        failed = b.unary("not", b.compare(pivot, b.scalar_constant(0, real_t, batch), "GT", "FLOAT"))
-        first = b.binary("and", failed, b.compare(info, b.scalar_constant(0, s32, batch), "EQ", "SIGNED"))
-        k1 = b.binary("add", k, b.scalar_constant(1, s32))
-        info = b.select(first, b.broadcast_in_dim(k1, batch, []), info)
-        root = b.unary("sqrt", b.select(failed, b.scalar_constant(1, real_t, batch), pivot))
+            pivot = builders.real_part(pivot)
+        failed = builders.unary("not", builders.compare(pivot, builders.scalar_constant(0, real_t, batch), "GT", "FLOAT"))
+        first = builders.binary("and", failed, builders.compare(info, builders.scalar_constant(0, s32, batch), "EQ", "SIGNED"))
+        k1 = builders.binary("add", k, builders.scalar_constant(1, s32))
+        info = builders.select(first, builders.broadcast_in_dim(k1, batch, []), info)
+        root = builders.unary("sqrt", builders.select(failed, builders.scalar_constant(1, real_t, batch), pivot))
         if is_complex:
-            root = b.op1("stablehlo.complex", ir.RankedTensorType.get(batch, et),
-                         [root, b.scalar_constant(0, real_t, batch)])
-        column = b.reshape(b.dynamic_slice(m, starts + [zero_i, k], batch + [n, 1]), batch + [n])
-        below = b.compare(b.iota(s32, batch + [n], len(batch)), b.broadcast_in_dim(k, batch + [n], []), "GT",
+            root = builders.op1("stablehlo.complex", ir.RankedTensorType.get(batch, et),
+                         [root, builders.scalar_constant(0, real_t, batch)])
+        column = builders.reshape(builders.dynamic_slice(m, starts + [zero_i, k], batch + [n, 1]), batch + [n])
+        below = builders.compare(builders.iota(s32, batch + [n], len(batch)), builders.broadcast_in_dim(k, batch + [n], []), "GT",
                           "SIGNED")
-        scaled = b.binary("divide", column, b.broadcast_in_dim(root, batch + [n], list(range(len(batch)))))
-        col = b.select(below, scaled, b.scalar_constant(0, et, batch + [n]))
-        outer = b.binary("multiply", b.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 2]),
-                         b.broadcast_in_dim(b.conj(col) if is_complex else col, full,
+        scaled = builders.binary("divide", column, builders.broadcast_in_dim(root, batch + [n], list(range(len(batch)))))
+        col = builders.select(below, scaled, builders.scalar_constant(0, et, batch + [n]))
+        outer = builders.binary("multiply", builders.broadcast_in_dim(col, full, list(range(len(batch))) + [rank - 2]),
+                         builders.broadcast_in_dim(builders.conj(col) if is_complex else col, full,
                                             list(range(len(batch))) + [rank - 1]))
-        return [k1, b.binary("subtract", m, outer), info]
+        return [k1, builders.binary("subtract", m, outer), info]
 
-    _, _, info = b.while_loop([zero_i, sym, b.scalar_constant(0, s32, batch)], cond, body)
+    _, _, info = builders.while_loop([zero_i, sym, builders.scalar_constant(0, s32, batch)], cond, body)
     return info

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.plugins import PLUGINS, apply_plugin, discover
 from passes.lib.registry import PassOptions, register_pass
 
@@ -15,14 +15,14 @@ from passes.lib.registry import PassOptions, register_pass
                ops=("stablehlo.custom_call",))
 def apply_plugins(module: ir.Module, options: PassOptions) -> bool:
     # --allow-custom-call keeps a call as it is, plug-in or not.
-    calls = [op for op in rw.custom_calls(module) if rw.call_target(op) not in options.allow_custom_calls]
+    calls = [op for op in rewrite.custom_calls(module) if rewrite.call_target(op) not in options.allow_custom_calls]
     if not calls:
         return False
     discover()
-    calls = [op for op in calls if rw.call_target(op) in PLUGINS]
+    calls = [op for op in calls if rewrite.call_target(op) in PLUGINS]
     if not calls:
         return False
     cache: dict[tuple, ir.Operation] = {}
     for op in calls:
-        apply_plugin(module, op, PLUGINS[rw.call_target(op)], cache)
+        apply_plugin(module, op, PLUGINS[rewrite.call_target(op)], cache)
     return True

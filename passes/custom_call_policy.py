@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.errors import PassError
 from passes.lib.registry import PASSES, PassOptions, register_pass
 
@@ -41,20 +41,20 @@ def known_targets() -> list[str]:
 def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
     unknown: list[str] = []
     marked = False
-    for op in rw.custom_calls(module):
-        target = rw.call_target(op)
+    for op in rewrite.custom_calls(module):
+        target = rewrite.call_target(op)
         if target in options.allow_custom_calls:
             continue
         if target in cpu_runtime_targets():
             if options.strict_portable:
-                unknown.append(f"{rw.location_text(op)}: custom-call '{target}' runs only on jaxlib's CPU "
+                unknown.append(f"{rewrite.location_text(op)}: custom-call '{target}' runs only on jaxlib's CPU "
                                "runtime (--strict-portable)")
             else:
                 # A bool, not a unit attribute: portable artifacts (VHLO) cannot hold those.
                 op.attributes["hlo.cpu_only"] = ir.BoolAttr.get(True)
                 marked = True
             continue
-        unknown.append(f"{rw.location_text(op)}: custom-call '{target}' has no portable rewrite")
+        unknown.append(f"{rewrite.location_text(op)}: custom-call '{target}' has no portable rewrite")
     if unknown:
         raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
                         + "\nkeep a target as it is with --allow-custom-call TARGET, or give it a CPU meaning with "

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 
@@ -64,7 +64,7 @@ DEFAULTS: dict[str, dict[str, Callable[[ir.Attribute], bool]]] = {
                                           "artifacts do), so a module and its artifact print alike",
                ops=tuple(DEFAULTS), keeps_targets=True)
 def drop_default_attributes(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.walk(module, tuple(DEFAULTS)):
+    for op in rewrite.walk(module, tuple(DEFAULTS)):
         defaults = DEFAULTS[op.name]
         for name in [n for n in defaults if n in op.attributes]:
             if defaults[name](op.attributes[name]):

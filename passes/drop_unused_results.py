@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 # GPU library calls whose trailing 1-D i8/u8 result is a workspace the library scribbles on.
@@ -26,7 +26,7 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
         if key in attrs:
             layouts = list(ir.ArrayAttr(attrs[key]))
             attrs[key] = ir.ArrayAttr.get([layouts[i] for i in keep])
-    with rw.at(op):
+    with rewrite.at(op):
         new = ir.Operation.create(op.name, results=[op.results[i].type for i in keep],
                                   operands=list(op.operands), attributes=attrs, regions=len(op.regions))
     for old_region, new_region in zip(op.regions, new.regions):
@@ -41,17 +41,17 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
                ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True)
 def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
     # One walk for both rewrites: rebuilding a custom-call moves no if/case.
-    ops = [(op, op.name) for op in rw.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
+    ops = [(op, op.name) for op in rewrite.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
     for op, name in ops:
-        if name != "stablehlo.custom_call" or not rw.target_in(rw.call_target(op), WORKSPACE_TARGETS):
+        if name != "stablehlo.custom_call" or not rewrite.target_in(rewrite.call_target(op), WORKSPACE_TARGETS):
             continue
         results = list(op.results)
-        if results and _is_workspace(results[-1]) and not rw.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:
+        if results and _is_workspace(results[-1]) and not rewrite.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:
             _rebuild_without(op, list(range(len(results) - 1)))
     for op, name in ops:
         if name == "stablehlo.custom_call":
             continue
-        keep = [i for i, r in enumerate(op.results) if rw.has_uses(r)]
+        keep = [i for i, r in enumerate(op.results) if rewrite.has_uses(r)]
         if len(keep) == len(op.results):
             continue
         for region in op.regions:

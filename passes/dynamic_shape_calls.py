@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 TARGETS = ("SliceToDynamic", "PadToStatic")
@@ -26,8 +27,8 @@ TARGETS = ("SliceToDynamic", "PadToStatic")
 @register_pass("dynamic-shape-calls", "SliceToDynamic / PadToStatic custom-calls → bounded dynamic shapes "
                "(set/get_dimension_size)", targets=TARGETS, keeps_targets=True)
 def lower_dynamic_shape_calls(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, TARGETS):
-        if rw.call_target(op) == "SliceToDynamic":
+    for op in rewrite.custom_calls(module, TARGETS):
+        if rewrite.call_target(op) == "SliceToDynamic":
             _slice_to_dynamic(op)
         else:
             _pad_to_static(op)
@@ -40,66 +41,64 @@ def _dynamic_dims(t: ir.RankedTensorType) -> tuple[list[int], list[bool]]:
         return list(t.shape), dynamic
     encoding = str(t.encoding)
     inner = encoding[encoding.index("<") + 1:encoding.rindex(">")]
-    bounds = [b.strip() for b in inner.split(",")]
+    bounds = [bound.strip() for bound in inner.split(",")]
     dims = [int(bounds[i]) if dynamic[i] else t.shape[i] for i in range(t.rank)]
     return dims, dynamic
 
 
 def _slice_to_dynamic(op: ir.Operation) -> None:
-    b = rw.build
     data, sizes = op.operands[0], list(op.operands[1:])
     result_t = ir.RankedTensorType(op.results[0].type)
     dims, dynamic = _dynamic_dims(result_t)
     if len(op.results) != 1 or len(sizes) != result_t.rank:
-        raise rw.op_error(op, f"expected the data and one s32[] size per dimension ({result_t.rank}), "
+        raise rewrite.op_error(op, f"expected the data and one s32[] size per dimension ({result_t.rank}), "
                               f"found {len(sizes)} sizes")
-    if b.shape_of(data) != dims:
-        raise rw.op_error(op, f"data shape {b.shape_of(data)} differs from the result's bounds {dims}")
-    with rw.at(op):
+    if builders.shape_of(data) != dims:
+        raise rewrite.op_error(op, f"data shape {builders.shape_of(data)} differs from the result's bounds {dims}")
+    with rewrite.at(op):
         value, done = data, [False] * len(dims)
         for d in range(len(dims)):
             if dynamic[d]:
                 done[d] = True
-                value = b.op1("stablehlo.set_dimension_size", b.bounded_type(dims, done, result_t.element_type),
-                              [value, _as_i32(sizes[d])], {"dimension": b.i64_attr(d)})
-    rw.replace(op, [value])
+                value = builders.op1("stablehlo.set_dimension_size", builders.bounded_type(dims, done, result_t.element_type),
+                              [value, _as_i32(sizes[d])], {"dimension": builders.i64_attr(d)})
+    rewrite.replace(op, [value])
 
 
 def _pad_to_static(op: ir.Operation) -> None:
-    b = rw.build
     x = op.operands[0]
     operand_t = ir.RankedTensorType(x.type)
     dims, dynamic = _dynamic_dims(operand_t)
     if len(op.operands) != 1 or len(op.results) != 1 + len(dims):
-        raise rw.op_error(op, f"expected one operand and (data, one size per dimension) results, found "
+        raise rewrite.op_error(op, f"expected one operand and (data, one size per dimension) results, found "
                               f"{len(op.operands)} operand(s) and {len(op.results)} results")
     element = operand_t.element_type
     size_types = [r.type for r in op.results[1:]]
     i32 = ir.IntegerType.get_signless(32)
-    with rw.at(op):
+    with rewrite.at(op):
         sizes = []
         for d in range(len(dims)):
-            size = b.op1("stablehlo.get_dimension_size", ir.RankedTensorType.get([], i32), [x],
-                         {"dimension": b.i64_attr(d)})
-            sizes.append(b.convert(size, ir.RankedTensorType(size_types[d]).element_type))
+            size = builders.op1("stablehlo.get_dimension_size", ir.RankedTensorType.get([], i32), [x],
+                         {"dimension": builders.i64_attr(d)})
+            sizes.append(builders.convert(size, ir.RankedTensorType(size_types[d]).element_type))
         value, remaining = x, list(dynamic)
         mask = None
         for d in range(len(dims)):
             if not dynamic[d]:
                 continue
             remaining[d] = False
-            bound = b.scalar_constant(dims[d], i32)
-            size_i32 = b.op1("stablehlo.get_dimension_size", ir.RankedTensorType.get([], i32), [x],
-                             {"dimension": b.i64_attr(d)})
-            value = b.op1("stablehlo.set_dimension_size", b.bounded_type(dims, remaining, element),
-                          [value, bound], {"dimension": b.i64_attr(d)})
-            valid = b.compare(b.iota(i32, dims, d), b.broadcast_in_dim(size_i32, dims, []), "LT", "SIGNED")
-            mask = valid if mask is None else b.binary("and", mask, valid)
+            bound = builders.scalar_constant(dims[d], i32)
+            size_i32 = builders.op1("stablehlo.get_dimension_size", ir.RankedTensorType.get([], i32), [x],
+                             {"dimension": builders.i64_attr(d)})
+            value = builders.op1("stablehlo.set_dimension_size", builders.bounded_type(dims, remaining, element),
+                          [value, bound], {"dimension": builders.i64_attr(d)})
+            valid = builders.compare(builders.iota(i32, dims, d), builders.broadcast_in_dim(size_i32, dims, []), "LT", "SIGNED")
+            mask = valid if mask is None else builders.binary("and", mask, valid)
         if mask is not None:
-            value = b.select(mask, value, b.scalar_constant(0, element, dims))
-    rw.replace(op, [value, *sizes])
+            value = builders.select(mask, value, builders.scalar_constant(0, element, dims))
+    rewrite.replace(op, [value, *sizes])
 
 
 def _as_i32(size: ir.Value) -> ir.Value:
     i32 = ir.IntegerType.get_signless(32)
-    return rw.build.convert(size, i32)
+    return builders.convert(size, i32)

@@ -17,10 +17,10 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
-b = rw.build
 
 
 def _ints(op: ir.Operation, name: str) -> list[int]:
@@ -34,7 +34,7 @@ def _ints(op: ir.Operation, name: str) -> list[int]:
 def _is_pointwise(op: ir.Operation) -> bool:
     """Window of one element, stride 1, no padding or dilation, one group."""
     dims = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
-    kernel = b.shape_of(op.operands[1])
+    kernel = builders.shape_of(op.operands[1])
     if any(kernel[d] != 1 for d in dims.kernel_spatial_dimensions):
         return False
     for name in ("window_strides", "lhs_dilation", "padding"):
@@ -46,7 +46,7 @@ def _is_pointwise(op: ir.Operation) -> bool:
 
 def _dot(conv: ir.Operation, lhs: ir.Value, rhs: ir.Value, element: ir.Type, lhs_contract: int,
          rhs_contract: int) -> ir.Value:
-    dot = b.dot_general(lhs, rhs, element, [], [], [lhs_contract], [rhs_contract])
+    dot = builders.dot_general(lhs, rhs, element, [], [], [lhs_contract], [rhs_contract])
     if "precision_config" in conv.attributes:
         dot.owner.attributes["precision_config"] = conv.attributes["precision_config"]
     return dot
@@ -55,29 +55,29 @@ def _dot(conv: ir.Operation, lhs: ir.Value, rhs: ir.Value, element: ir.Type, lhs
 def _rewrite(op: ir.Operation) -> ir.Value:
     dims = stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     lhs, rhs = op.operands
-    kernel = b.shape_of(rhs)
+    kernel = builders.shape_of(rhs)
     # The kernel without its spatial dimensions (all of size one): [in, out] or [out, in].
     kept = sorted([dims.kernel_input_feature_dimension, dims.kernel_output_feature_dimension])
-    matrix = b.reshape(rhs, [kernel[d] for d in kept])
+    matrix = builders.reshape(rhs, [kernel[d] for d in kept])
     rhs_contract = kept.index(dims.kernel_input_feature_dimension)
     element = ir.RankedTensorType(op.result.type).element_type
-    lshape = b.shape_of(lhs)
+    lshape = builders.shape_of(lhs)
     if dims.input_feature_dimension == len(lshape) - 1 and len(lshape) > 2:
         # Features minor: a plain [rows, in] x [in, out] matmul between reshapes, the form
         # XLA's CPU compiler computes it in, so the reshapes can move past elementwise ops.
-        flat = _dot(op, b.reshape(lhs, [int(np.prod(lshape[:-1])), lshape[-1]]), matrix, element, 1, rhs_contract)
-        dot = b.reshape(flat, lshape[:-1] + [b.shape_of(flat)[1]])
+        flat = _dot(op, builders.reshape(lhs, [int(np.prod(lshape[:-1])), lshape[-1]]), matrix, element, 1, rhs_contract)
+        dot = builders.reshape(flat, lshape[:-1] + [builders.shape_of(flat)[1]])
     else:
         dot = _dot(op, lhs, matrix, element, dims.input_feature_dimension, rhs_contract)
 
     # dot's dimensions: the input's non-feature dimensions in order, then the output feature.
-    lhs_rank = len(b.shape_of(lhs))
+    lhs_rank = len(builders.shape_of(lhs))
     spatial_out = dict(zip(dims.input_spatial_dimensions, dims.output_spatial_dimensions))
     dot_to_out = [dims.output_batch_dimension if d == dims.input_batch_dimension else spatial_out[d]
                   for d in range(lhs_rank) if d != dims.input_feature_dimension]
     dot_to_out.append(dims.output_feature_dimension)
     perm = [dot_to_out.index(o) for o in range(len(dot_to_out))]
-    return dot if perm == sorted(perm) else b.transpose(dot, perm)
+    return dot if perm == sorted(perm) else builders.transpose(dot, perm)
 
 
 _ELEMENTWISE = {f"stablehlo.{n}" for n in (
@@ -89,29 +89,29 @@ def _sink_reshapes(module: ir.Module) -> None:
     """elementwise(reshape(a), reshape(b)) -> reshape(elementwise(a, b)) where a and b have
     one shape: the elementwise chains between matmuls then run in the matmuls' own 2-D
     shape, and XLA computes them in place instead of in a separate buffer."""
-    for op in rw.walk(module, tuple(_ELEMENTWISE)):
-        sources = [rw.defining_op(v) for v in op.operands]
+    for op in rewrite.walk(module, tuple(_ELEMENTWISE)):
+        sources = [rewrite.defining_op(v) for v in op.operands]
         if not all(s is not None and s.name == "stablehlo.reshape" for s in sources):
             continue
-        shapes = {tuple(b.shape_of(s.operands[0])) for s in sources}
+        shapes = {tuple(builders.shape_of(s.operands[0])) for s in sources}
         if len(shapes) != 1:
             continue
         (shape,) = shapes
-        with rw.at(op):
+        with rewrite.at(op):
             result = ir.RankedTensorType.get(list(shape), ir.RankedTensorType(op.result.type).element_type)
             inner = ir.Operation.create(op.name, results=[result], operands=[s.operands[0] for s in sources],
                                         attributes={a.name: a.attr for a in op.attributes})
-            rw.replace(op, [b.reshape(inner.result, b.shape_of(op.result))])
+            rewrite.replace(op, [builders.reshape(inner.result, builders.shape_of(op.result))])
 
 
 @register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
                ops=("stablehlo.convolution",), keeps_targets=True)
 def matmul_convolutions(module: ir.Module, options: PassOptions) -> bool:
     rewritten = False
-    for op in rw.walk(module, "stablehlo.convolution"):
+    for op in rewrite.walk(module, "stablehlo.convolution"):
         if _is_pointwise(op):
-            with rw.at(op):
-                rw.replace(op, [_rewrite(op)])
+            with rewrite.at(op):
+                rewrite.replace(op, [_rewrite(op)])
             rewritten = True
     if rewritten:
         _sink_reshapes(module)

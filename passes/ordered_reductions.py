@@ -20,12 +20,12 @@ from jaxlib.mlir import ir
 
 from converter.hlo.ir import ELEMENT_BITS
 from converter.mlir.context import hlo_element_type
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.collective_folds import all_reduce_by_gather, group_size, reduce_scatter_by_exchange
 from passes.partitions_to_replicas import replica_groups_of
 from passes.lib.registry import PassOptions, register_pass
 
-b = rw.build
 
 ORDERED_LIMIT_BYTES = 256 << 20
 # Combiners whose result does not depend on the order of the operands.
@@ -51,27 +51,27 @@ def ordered_collectives(module: ir.Module, num_devices: int) -> list[str]:
     """Rewrite the order-sensitive all-reduces and reduce-scatters; return the locations of
     those kept native because gathering them would take too much memory."""
     kept = []
-    for op in rw.walk(module, ("stablehlo.all_reduce", "stablehlo.reduce_scatter")):
+    for op in rewrite.walk(module, ("stablehlo.all_reduce", "stablehlo.reduce_scatter")):
         # An async_start holds exactly its collective (XLA's own importer writes them; this
         # converter's importer makes async pairs synchronous): left as it is.
         if not _order_matters(op) or op.parent.name == "stablehlo.async_start":
             continue
         groups = replica_groups_of(op)
         if len({len(g) for g in groups}) > 1:
-            kept.append(rw.location_text(op))
+            kept.append(rewrite.location_text(op))
             continue
         # all-reduce gathers every participant's operand; reduce-scatter exchanges blocks
         # (its operand's size)
         k = group_size(op, num_devices) if op.name == "stablehlo.all_reduce" else 1
-        moved = sum(k * int(np.prod(b.shape_of(v))) * _element_bytes(ir.RankedTensorType(v.type))
+        moved = sum(k * int(np.prod(builders.shape_of(v))) * _element_bytes(ir.RankedTensorType(v.type))
                     for v in op.operands)
         if moved > ORDERED_LIMIT_BYTES:
-            kept.append(rw.location_text(op))
+            kept.append(rewrite.location_text(op))
             continue
-        with rw.at(op):
+        with rewrite.at(op):
             results = (all_reduce_by_gather(op, num_devices) if op.name == "stablehlo.all_reduce"
                        else reduce_scatter_by_exchange(op, num_devices))
-        rw.replace(op, results)
+        rewrite.replace(op, results)
     return kept
 
 

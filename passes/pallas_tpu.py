@@ -20,7 +20,8 @@ import re
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.mosaic import translate as tr
 from passes.mosaic.kernel import WHOLE, Kernel, KernelError, read_kernel
 from passes.lib.registry import PassOptions, register_pass
@@ -31,11 +32,11 @@ TARGET = "tpu_custom_call"
 @register_pass("pallas-tpu", "Pallas TPU kernels (tpu_custom_call, Mosaic bodies) → StableHLO loops over the grid",
                targets=(TARGET,))
 def lower_pallas_tpu(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, TARGET):
+    for op in rewrite.custom_calls(module, TARGET):
         kernel = None
         try:
-            kernel = read_kernel(rw.backend_config(op))
-            with rw.at(op):
+            kernel = read_kernel(rewrite.backend_config(op))
+            with rewrite.at(op):
                 values = lower_call(op, kernel)
         except KernelError as e:
             name = f"kernel {kernel.name}: " if kernel is not None else ""
@@ -44,8 +45,8 @@ def lower_pallas_tpu(module: ir.Module, options: PassOptions) -> None:
                 where = "" if e.op.name in str(e) else f" (Mosaic op {e.op.name})"
                 source = _source_location(e.op)
                 where += f" at {source}" if source else ""
-            raise rw.op_error(op, f"{name}{e}{where}") from None
-        rw.replace(op, values)
+            raise rewrite.op_error(op, f"{name}{e}{where}") from None
+        rewrite.replace(op, values)
 
 
 def _source_location(op: ir.Operation) -> str:
@@ -71,13 +72,12 @@ def _blocks(shape: list[int], bounds: list[int]) -> list[int]:
 
 
 def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
-    b = rw.build
     i32 = tr.i32()
     grid = kernel.iteration_bounds
     # A grid axis whose size is only known at run time (a negative bound in the kernel)
     # takes its size from the call's leading scalar operands, one per such axis.
     n_dynamic = sum(1 for g in grid if g < 0)
-    dynamic_bounds = [tr.as_i32(b.reshape(v, [])) for v in list(op.operands)[:n_dynamic]]
+    dynamic_bounds = [tr.as_i32(builders.reshape(v, [])) for v in list(op.operands)[:n_dynamic]]
     operands = list(op.operands)[n_dynamic:]
     n_prefetch = kernel.scalar_prefetch
     inputs = operands[n_prefetch:]
@@ -104,7 +104,7 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
     for k, x in enumerate(inputs):
         arrays.append(_pad_to_blocks(_as_kernel_type(x, window_args[k]), kernel.windows[k].bounds))
     for k, t in enumerate(out_types):
-        init = operands[aliases[k] - n_dynamic] if k in aliases else b.zeros_like_type(t)
+        init = operands[aliases[k] - n_dynamic] if k in aliases else builders.zeros_like_type(t)
         arrays.append(_pad_to_blocks(_as_kernel_type(init, window_args[len(inputs) + k]),
                                      kernel.windows[len(inputs) + k].bounds))
     scratch_slots = []
@@ -114,23 +114,23 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
             scratch_slots.append(None)
             continue
         scratch_slots.append(len(arrays))
-        arrays.append(b.zeros_like_type(ir.RankedTensorType.get(list(mt.shape), tr.element_type(mt.element_type))))
+        arrays.append(builders.zeros_like_type(ir.RankedTensorType.get(list(mt.shape), tr.element_type(mt.element_type))))
     dynamic = iter(dynamic_bounds)
-    sizes = [next(dynamic) if g < 0 else b.scalar_constant(g, i32) for g in grid]
-    strides = [b.scalar_constant(1, i32)]
+    sizes = [next(dynamic) if g < 0 else builders.scalar_constant(g, i32) for g in grid]
+    strides = [builders.scalar_constant(1, i32)]
     for size in reversed(sizes[1:]):
-        strides.insert(0, b.binary("multiply", size, strides[0]))
-    total = b.binary("multiply", sizes[0], strides[0]) if sizes else b.scalar_constant(1, i32)
+        strides.insert(0, builders.binary("multiply", size, strides[0]))
+    total = builders.binary("multiply", sizes[0], strides[0]) if sizes else builders.scalar_constant(1, i32)
     t = tr.Translator()
     t.grid_sizes = sizes
 
     def cond(step, *_):
-        return b.compare(step, total, "LT", "SIGNED")
+        return builders.compare(step, total, "LT", "SIGNED")
 
     def body(step, *values):
         values = list(values)
         t.buffers = []
-        indices = [b.binary("remainder", b.binary("divide", step, stride), size)
+        indices = [builders.binary("remainder", builders.binary("divide", step, stride), size)
                    for stride, size in zip(strides, sizes)]
         refs: list[tr.Ref] = []
         for k in range(n_prefetch):
@@ -149,10 +149,10 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
                     raise KernelError(f"the transform function @{param.transform} is missing")
                 block = t.run_block(fn.regions[0].blocks[0], indices + refs[:n_prefetch])
             else:
-                block = [b.scalar_constant(0, i32)] * len(param.bounds)
-            offsets = [b.binary("multiply", tr.as_i32(x), b.scalar_constant(w, i32))
+                block = [builders.scalar_constant(0, i32)] * len(param.bounds)
+            offsets = [builders.binary("multiply", tr.as_i32(x), builders.scalar_constant(w, i32))
                        for x, w in zip(block, param.bounds)]
-            buffer = b.dynamic_slice(values[slot], offsets, param.bounds)
+            buffer = builders.dynamic_slice(values[slot], offsets, param.bounds)
             shape = list(ir.MemRefType(arg.type).shape)
             dims = tr.squeeze_dims(param.bounds, shape)
             if dims is None:
@@ -171,13 +171,13 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
                 new[n_prefetch + k] = t.buffers[ref.buffer]
             elif k >= len(inputs):  # an output window is written back; input windows are not
                 slot, offsets = w
-                new[slot] = b.dynamic_update_slice(values[slot], t.buffers[ref.buffer], offsets)
+                new[slot] = builders.dynamic_update_slice(values[slot], t.buffers[ref.buffer], offsets)
         for j, slot in enumerate(scratch_slots):
             if slot is not None:
                 new[slot] = t.buffers[refs[n_prefetch + n_windows + j].buffer]
-        return [b.binary("add", step, b.scalar_constant(1, i32))] + new
+        return [builders.binary("add", step, builders.scalar_constant(1, i32))] + new
 
-    results = b.while_loop([b.scalar_constant(0, i32)] + arrays, cond, body)[1:]
+    results = builders.while_loop([builders.scalar_constant(0, i32)] + arrays, cond, body)[1:]
     outs = results[n_prefetch + len(inputs):n_prefetch + len(inputs) + len(out_types)]
     return [_retype(_unpad(v, ot), ot.element_type) for v, ot in zip(outs, out_types)]
 
@@ -189,22 +189,21 @@ def _as_kernel_type(x: ir.Value, arg: ir.Value) -> ir.Value:
 
 
 def _retype(x: ir.Value, element: ir.Type) -> ir.Value:
-    b = rw.build
-    have = b.element_type_of(x)
+    have = builders.element_type_of(x)
     if have == element:
         return x
     if isinstance(have, ir.IntegerType) and isinstance(element, ir.IntegerType) \
             and ir.IntegerType(have).width == ir.IntegerType(element).width:
-        return b.op1("stablehlo.bitcast_convert", b.tensor_type_like(x, element=element), [x])
+        return builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(x, element=element), [x])
     if ir.IntegerType.get_signless(1) in (have, element):
-        return b.convert(x, element)
+        return builders.convert(x, element)
     raise KernelError(f"an operand of element type {have} given to the kernel as {element}")
 
 
 def _whole(t: tr.Translator, array: ir.Value, arg: ir.Value) -> tr.Ref:
     """A Ref to a whole array (memory space ANY or SMEM, scratch)."""
     shape = list(ir.MemRefType(arg.type).shape)
-    full = rw.build.shape_of(array)
+    full = builders.shape_of(array)
     dims = tr.squeeze_dims(full, shape)
     if dims is None:
         raise KernelError(f"an operand of shape {full} given as a memref of shape {shape}")
@@ -214,17 +213,17 @@ def _whole(t: tr.Translator, array: ir.Value, arg: ir.Value) -> tr.Ref:
 def _pad_to_blocks(x: ir.Value, bounds: list[int] | None) -> ir.Value:
     if bounds is None:
         return x
-    shape = rw.build.shape_of(x)
+    shape = builders.shape_of(x)
     if len(shape) != len(bounds):
         raise KernelError(f"window {bounds} for an operand of shape {shape}")
     padded = _blocks(shape, bounds)
     if padded == shape:
         return x
-    return rw.build.pad(x, [0] * len(shape), [p - s for p, s in zip(padded, shape)])
+    return builders.pad(x, [0] * len(shape), [p - s for p, s in zip(padded, shape)])
 
 
 def _unpad(x: ir.Value, t: ir.RankedTensorType) -> ir.Value:
-    shape = rw.build.shape_of(x)
+    shape = builders.shape_of(x)
     if shape == list(t.shape):
         return x
-    return rw.build.slice_(x, [0] * len(shape), list(t.shape))
+    return builders.slice_(x, [0] * len(shape), list(t.shape))

@@ -21,7 +21,8 @@ from jaxlib.mlir import ir
 
 from converter.mlir.module_attributes import module_devices, set_module_devices
 from converter.hlo.collectives import flattened_groups, flattened_pairs, group_mode
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 _GROUP_OPS = ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
@@ -42,7 +43,7 @@ def replica_groups_of(op: ir.Operation) -> list[list[int]]:
 
 
 def _pairs(op: ir.Operation) -> list[list[int]]:
-    return [[int(a), int(b)] for a, b in int_matrix(op.attributes["source_target_pairs"]).reshape(-1, 2)]
+    return [[int(source), int(target)] for source, target in int_matrix(op.attributes["source_target_pairs"]).reshape(-1, 2)]
 
 
 def _mode(op: ir.Operation) -> str:
@@ -60,31 +61,30 @@ def _drop_channel(op: ir.Operation) -> None:
                "run an R-replica x P-partition module as R*P replicas: rewrite partition/replica ids and collective groups")
 def partitions_to_replicas(module: ir.Module, options: PassOptions) -> None:
     replicas, partitions = module_devices(module)
-    b = rw.build
-    for op in rw.walk(module, _GROUP_OPS):
+    for op in rewrite.walk(module, _GROUP_OPS):
         groups = flattened_groups(_mode(op), replica_groups_of(op), replicas, partitions)
         if op.name == "stablehlo.all_to_all":
             sizes = {len(g) for g in groups}
             count = int(ir.IntegerAttr(op.attributes["split_count"]).value)
             if sizes != {count}:
-                raise rw.op_error(op, f"all_to_all over groups of {sorted(sizes)} devices with split_count {count}")
+                raise rewrite.op_error(op, f"all_to_all over groups of {sorted(sizes)} devices with split_count {count}")
         with op.context:
-            op.attributes["replica_groups"] = b.replica_groups_attr(groups)
+            op.attributes["replica_groups"] = builders.replica_groups_attr(groups)
         _drop_channel(op)
-    for op in rw.walk(module, "stablehlo.collective_permute"):
+    for op in rewrite.walk(module, "stablehlo.collective_permute"):
         pairs = flattened_pairs(_mode(op), _pairs(op), replicas, partitions)
         with op.context:
-            op.attributes["source_target_pairs"] = b.i64_elements(pairs, shape=(len(pairs), 2))
+            op.attributes["source_target_pairs"] = builders.i64_elements(pairs, shape=(len(pairs), 2))
         _drop_channel(op)
-    for op in rw.walk(module, ("stablehlo.partition_id", "stablehlo.replica_id")):
-        with rw.at(op):
-            rid = b.op1("stablehlo.replica_id", op.results[0].type, [])
-            p = b.scalar_constant(partitions, ir.RankedTensorType(rid.type).element_type)
-            value = b.binary("remainder" if op.name == "stablehlo.partition_id" else "divide", rid, p)
-        rw.replace(op, [value])
+    for op in rewrite.walk(module, ("stablehlo.partition_id", "stablehlo.replica_id")):
+        with rewrite.at(op):
+            rid = builders.op1("stablehlo.replica_id", op.results[0].type, [])
+            p = builders.scalar_constant(partitions, ir.RankedTensorType(rid.type).element_type)
+            value = builders.binary("remainder" if op.name == "stablehlo.partition_id" else "divide", rid, p)
+        rewrite.replace(op, [value])
     for name in ("stablehlo.send", "stablehlo.recv"):
-        for op in rw.walk(module, name):
-            raise rw.op_error(op, "send/recv between devices has no CPU form; the importer turns matched "
+        for op in rewrite.walk(module, name):
+            raise rewrite.op_error(op, "send/recv between devices has no CPU form; the importer turns matched "
                                   "pairs into collective_permute")
     set_module_devices(module, replicas * partitions, 1)
     with module.context:

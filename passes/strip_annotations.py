@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
 ANNOTATION_TARGETS = (
@@ -18,14 +18,14 @@ ANNOTATION_TARGETS = (
                "remove annotation-only custom-calls (Sharding, SPMD*Shape, MoveTo*, LayoutConstraint, ...)",
                targets=ANNOTATION_TARGETS, keeps_targets=True)
 def strip_annotations(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, ANNOTATION_TARGETS):
-        target = rw.call_target(op)
+    for op in rewrite.custom_calls(module, ANNOTATION_TARGETS):
+        target = rewrite.call_target(op)
         if target == "InspectSharding":  # a callback hook with no results
             if len(op.results) == 0:
                 op.erase()
                 continue
         operands, results = list(op.operands), list(op.results)
         if len(operands) != len(results) or any(a.type != r.type for a, r in zip(operands, results)):
-            raise rw.op_error(op, "changes the shape of its operand, so it is not a pure annotation here "
+            raise rewrite.op_error(op, "changes the shape of its operand, so it is not a pure annotation here "
                                   "(an SPMD shape change in a dump that was not partitioned?)")
-        rw.replace(op, operands)
+        rewrite.replace(op, operands)

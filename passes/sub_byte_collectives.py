@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.collective_folds import all_reduce_by_gather, reduce_scatter_by_exchange
 from converter.mlir.module_attributes import module_devices
 from passes.lib.registry import PassOptions, register_pass
 
-b = rw.build
 
 MOVES = ("stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.collective_permute",
          "stablehlo.collective_broadcast")
@@ -64,10 +64,10 @@ def _move(op: ir.Operation) -> list[ir.Value]:
     """The same op on widened operands, its results converted back."""
     narrow = [ir.RankedTensorType(v.type).element_type for v in op.operands]
     wide = [_wide(e) or e for e in narrow]
-    operands = [b.convert(v, w) if w != e else v for v, e, w in zip(op.operands, narrow, wide)]
+    operands = [builders.convert(v, w) if w != e else v for v, e, w in zip(op.operands, narrow, wide)]
     types = [_retyped(r.type, w) for r, w in zip(op.results, wide)]
-    moved = b.op(op.name, types, operands, _attrs(op))
-    return [b.convert(v, ir.RankedTensorType(r.type).element_type) if v.type != r.type else v
+    moved = builders.op(op.name, types, operands, _attrs(op))
+    return [builders.convert(v, ir.RankedTensorType(r.type).element_type) if v.type != r.type else v
             for v, r in zip(moved.results, op.results)]
 
 
@@ -75,14 +75,14 @@ def _move(op: ir.Operation) -> list[ir.Value]:
                "collectives on sub-byte types (s2, u2, s4, u4, f4) done on a byte-wide type, which XLA's CPU runtime moves right")
 def sub_byte_collectives(module: ir.Module, options: PassOptions) -> None:
     replicas, partitions = module_devices(module)
-    for op in rw.walk(module, MOVES + FOLDS):
+    for op in rewrite.walk(module, MOVES + FOLDS):
         if not is_sub_byte_collective(op):
             continue
-        with rw.at(op):
+        with rewrite.at(op):
             if op.name == "stablehlo.all_reduce":
                 values = all_reduce_by_gather(op, replicas * partitions, _wide)
             elif op.name == "stablehlo.reduce_scatter":
                 values = reduce_scatter_by_exchange(op, replicas * partitions, _wide)
             else:
                 values = _move(op)
-        rw.replace(op, values)
+        rewrite.replace(op, values)

@@ -19,7 +19,8 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 from passes.symbol_dce import symbol_dce
 
@@ -28,7 +29,7 @@ TARGETS = ("TopK", "__gpu$TopK")
 
 @register_pass("topk", "TopK / __gpu$TopK custom-calls → stable sort by the dump's comparator, then slices", targets=TARGETS)
 def lower_topk(module: ir.Module, options: PassOptions) -> None:
-    calls = rw.custom_calls(module, TARGETS)
+    calls = rewrite.custom_calls(module, TARGETS)
     if not calls:
         return
     for op in calls:
@@ -37,29 +38,28 @@ def lower_topk(module: ir.Module, options: PassOptions) -> None:
 
 
 def _lower_one(module: ir.Module, op: ir.Operation) -> None:
-    b = rw.build
     if len(op.operands) != 1 or len(op.results) != 2:
-        raise rw.op_error(op, "expected one operand and (values, indices) results")
+        raise rewrite.op_error(op, "expected one operand and (values, indices) results")
     x = op.operands[0]
     values_t, indices_t = (ir.RankedTensorType(r.type) for r in op.results)
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     k = values_t.shape[-1]
     if "called_computations" not in op.attributes:
-        raise rw.op_error(op, "has no comparator (called_computations)")
-    comparator = rw.lookup_function(module, ir.FlatSymbolRefAttr(
+        raise rewrite.op_error(op, "has no comparator (called_computations)")
+    comparator = rewrite.lookup_function(module, ir.FlatSymbolRefAttr(
         ir.ArrayAttr(op.attributes["called_computations"])[0]).value)
     rank = len(shape)
-    et = b.element_type_of(x)
+    et = builders.element_type_of(x)
     it = indices_t.element_type
-    with rw.at(op):
-        iota = b.iota(it, shape, rank - 1)
-        sort = b.op("stablehlo.sort", [x.type, iota.type], [x, iota],
-                    {"dimension": b.i64_attr(rank - 1), "is_stable": ir.BoolAttr.get(True)}, regions=1)
+    with rewrite.at(op):
+        iota = builders.iota(it, shape, rank - 1)
+        sort = builders.op("stablehlo.sort", [x.type, iota.type], [x, iota],
+                    {"dimension": builders.i64_attr(rank - 1), "is_stable": ir.BoolAttr.get(True)}, regions=1)
         scalar, iscalar = ir.RankedTensorType.get([], et), ir.RankedTensorType.get([], it)
         block = sort.regions[0].blocks.append(scalar, scalar, iscalar, iscalar)
         with ir.InsertionPoint(block):
-            stablehlo.ReturnOp(rw.clone_function_body(comparator, list(block.arguments)))
+            stablehlo.ReturnOp(rewrite.clone_function_body(comparator, list(block.arguments)))
         limit = shape[:-1] + [k]
-        values = b.slice_(sort.results[0], [0] * rank, limit)
-        indices = b.slice_(sort.results[1], [0] * rank, limit)
-    rw.replace(op, [values, indices])
+        values = builders.slice_(sort.results[0], [0] * rank, limit)
+        indices = builders.slice_(sort.results[1], [0] * rank, limit)
+    rewrite.replace(op, [values, indices])

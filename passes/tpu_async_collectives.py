@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 from passes.inline import inline
 
@@ -31,20 +31,20 @@ COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce
 
 
 def _collective_of(value: ir.Value) -> ir.Operation | None:
-    op = rw.defining_op(value)
+    op = rewrite.defining_op(value)
     return op if op is not None and op.name in COLLECTIVES else None
 
 
 def _chain_id(op: ir.Operation) -> str | None:
     if "mhlo.frontend_attributes" not in op.attributes:
         return None
-    return rw.attr_to_python(op.attributes["mhlo.frontend_attributes"]).get("chain_id")
+    return rewrite.attr_to_python(op.attributes["mhlo.frontend_attributes"]).get("chain_id")
 
 
 def _start_of(done: ir.Operation) -> ir.Operation | None:
     for v in done.operands:
-        owner = rw.defining_op(v)
-        if owner is not None and owner.name == "stablehlo.custom_call" and rw.call_target(owner) == START:
+        owner = rewrite.defining_op(v)
+        if owner is not None and owner.name == "stablehlo.custom_call" and rewrite.call_target(owner) == START:
             return owner
     return None
 
@@ -53,12 +53,12 @@ def _start_of(done: ir.Operation) -> ir.Operation | None:
                "TPU AsyncCollectiveStart/Done chains → one plain collective; flags and barriers removed",
                targets=(START, DONE))
 def lower_tpu_async_collectives(module: ir.Module, options: PassOptions) -> None:
-    if not rw.custom_calls(module, (START, DONE)):
+    if not rewrite.custom_calls(module, (START, DONE)):
         return
-    if rw.walk(module, "func.call"):
+    if rewrite.walk(module, "func.call"):
         inline(module, options)  # chains cross fusions kept as functions: make them data flow
-    starts = rw.custom_calls(module, START)
-    dones = rw.custom_calls(module, DONE)
+    starts = rewrite.custom_calls(module, START)
+    dones = rewrite.custom_calls(module, DONE)
     # Done first: it may read Start's collective, which the Start rewrite keeps alive.
     for done in dones:
         _lower_done(done)
@@ -68,7 +68,7 @@ def lower_tpu_async_collectives(module: ir.Module, options: PassOptions) -> None
 
 def _lower_done(done: ir.Operation) -> None:
     if len(done.results) != 1:
-        raise rw.op_error(done, f"expected one result (the filled buffer), found {len(done.results)}")
+        raise rewrite.op_error(done, f"expected one result (the filled buffer), found {len(done.results)}")
     result_type = done.results[0].type
     start = _start_of(done)
     start_coll = _collective_of(start.operands[0]) if start is not None and len(start.operands) else None
@@ -86,23 +86,23 @@ def _lower_done(done: ir.Operation) -> None:
     elif candidates:
         chosen = candidates[0].results[0]
     if chosen is None:
-        raise rw.op_error(done, "cannot tell which collective this Done completes: it reads no "
+        raise rewrite.op_error(done, "cannot tell which collective this Done completes: it reads no "
                                 "AsyncCollectiveStart and carries no collective of its result type")
-    rw.replace(done, [chosen])
+    rewrite.replace(done, [chosen])
 
 
 def _lower_start(start: ir.Operation) -> None:
     if len(start.operands) != 1:
-        raise rw.op_error(start, f"expected one operand (the collective), found {len(start.operands)}")
+        raise rewrite.op_error(start, f"expected one operand (the collective), found {len(start.operands)}")
     coll = _collective_of(start.operands[0])
     if coll is None:
-        raise rw.op_error(start, "its operand is not a collective (all-gather, all-reduce, reduce-scatter, "
+        raise rewrite.op_error(start, "its operand is not a collective (all-gather, all-reduce, reduce-scatter, "
                                  "collective-permute, all-to-all)")
     inputs, outputs = list(coll.operands), list(coll.results)
     n = len(inputs)
     results = list(start.results)
     if len(results) < 2 * n:
-        raise rw.op_error(start, f"has {len(results)} results; expected the collective's {n} input(s) and "
+        raise rewrite.op_error(start, f"has {len(results)} results; expected the collective's {n} input(s) and "
                                  f"{n} output(s) first")
     replacements: list[ir.Value | None] = []
     for i, r in enumerate(results):
@@ -112,10 +112,10 @@ def _lower_start(start: ir.Operation) -> None:
             replacements.append(outputs[i - n])
         else:
             for use in r.uses:
-                raise rw.op_error(start, f"flag result {i} is read by {use.owner.operation.name}; "
+                raise rewrite.op_error(start, f"flag result {i} is read by {use.owner.operation.name}; "
                                          "flags carry no values")
             replacements.append(None)
     for i, (r, v) in enumerate(zip(results, replacements)):
         if v is not None and r.type != v.type:
-            raise rw.op_error(start, f"result {i} has type {r.type}, the collective's value {v.type}")
-    rw.replace(start, replacements)
+            raise rewrite.op_error(start, f"result {i} has type {r.type}, the collective's value {v.type}")
+    rewrite.replace(start, replacements)

@@ -54,7 +54,8 @@ from __future__ import annotations
 import numpy as np
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.lapack import lapack_letter, pivots_to_permutation
 from passes.lib.registry import PassOptions, register_pass
 
@@ -71,48 +72,47 @@ DIAGONAL_BLOCK = 128
                "TPU compiler custom-calls (AllocateBuffer, ConcatBitcast, X64 split/combine, gather-index markers, Cholesky, "
                "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls) → plain ops", targets=TARGETS)
 def lower_tpu_custom_calls(module: ir.Module, options: PassOptions) -> None:
-    for op in rw.custom_calls(module, TARGETS):
-        target = rw.call_target(op)
-        with rw.at(op):
+    for op in rewrite.custom_calls(module, TARGETS):
+        target = rewrite.call_target(op)
+        with rewrite.at(op):
             values = LOWERINGS[target](op)
-        rw.replace(op, values if isinstance(values, list) else [values])
+        rewrite.replace(op, values if isinstance(values, list) else [values])
 
 
 def _single_result(op: ir.Operation) -> ir.Type:
     if len(op.results) != 1:
-        raise rw.op_error(op, f"expected one result, found {len(op.results)}")
+        raise rewrite.op_error(op, f"expected one result, found {len(op.results)}")
     return op.results[0].type
 
 
 def _identity(op: ir.Operation) -> ir.Value:
     if len(op.operands) != 1 or op.operands[0].type != _single_result(op):
-        raise rw.op_error(op, "expected one operand of the result's type")
+        raise rewrite.op_error(op, "expected one operand of the result's type")
     return op.operands[0]
 
 
 def _allocate_buffer(op: ir.Operation) -> ir.Value:
-    return rw.build.zeros_like_type(_single_result(op))
+    return builders.zeros_like_type(_single_result(op))
 
 
 def _concat_bitcast(op: ir.Operation) -> ir.Value:
-    b = rw.build
     result_t = ir.RankedTensorType(_single_result(op))
     operands = list(op.operands)
-    if not operands or any(b.element_type_of(x) != result_t.element_type for x in operands):
-        raise rw.op_error(op, "expected operands of the result's element type")
-    total = sum(int(np.prod(b.shape_of(x))) for x in operands)
+    if not operands or any(builders.element_type_of(x) != result_t.element_type for x in operands):
+        raise rewrite.op_error(op, "expected operands of the result's element type")
+    total = sum(int(np.prod(builders.shape_of(x))) for x in operands)
     if total != int(np.prod(result_t.shape)):
-        raise rw.op_error(op, f"the operands hold {total} elements, the result {int(np.prod(result_t.shape))}")
+        raise rewrite.op_error(op, f"the operands hold {total} elements, the result {int(np.prod(result_t.shape))}")
     flat = []
     for i, x in enumerate(operands):
-        shape = b.shape_of(x)
-        order = rw.dump_layout(op, "operand", i, len(shape))[::-1]
-        flat.append(b.reshape(b.transpose(x, order), [int(np.prod(shape))]))
-    joined = b.concatenate(flat, 0)
-    order = rw.dump_layout(op, "result", 0, result_t.rank)[::-1]
-    physical = b.reshape(joined, [result_t.shape[d] for d in order])
+        shape = builders.shape_of(x)
+        order = rewrite.dump_layout(op, "operand", i, len(shape))[::-1]
+        flat.append(builders.reshape(builders.transpose(x, order), [int(np.prod(shape))]))
+    joined = builders.concatenate(flat, 0)
+    order = rewrite.dump_layout(op, "result", 0, result_t.rank)[::-1]
+    physical = builders.reshape(joined, [result_t.shape[d] for d in order])
     inverse = [order.index(d) for d in range(result_t.rank)]
-    return b.transpose(physical, inverse)
+    return builders.transpose(physical, inverse)
 
 
 def _x64_kind(op: ir.Operation, wide: ir.Type) -> str:
@@ -122,87 +122,83 @@ def _x64_kind(op: ir.Operation, wide: ir.Type) -> str:
         return "float"
     if isinstance(wide, ir.IntegerType) and ir.IntegerType(wide).width == 64:
         return "integer"
-    raise rw.op_error(op, f"a 64-bit split/combine of element type {wide}")
+    raise rewrite.op_error(op, f"a 64-bit split/combine of element type {wide}")
 
 
 def _x64_split(op: ir.Operation, high: bool) -> ir.Value:
-    b = rw.build
     (x,) = op.operands
     out_t = _single_result(op)
     half = ir.RankedTensorType(out_t).element_type
-    wide = b.element_type_of(x)
+    wide = builders.element_type_of(x)
     kind = _x64_kind(op, wide)
     if kind == "complex":
-        return b.op1("stablehlo.imag" if high else "stablehlo.real", out_t, [x])
+        return builders.op1("stablehlo.imag" if high else "stablehlo.real", out_t, [x])
     if kind == "integer":
         u64 = ir.IntegerType.get_unsigned(64)
-        bits = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(x, element=u64), [x])
+        bits = builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(x, element=u64), [x])
         if high:
-            bits = b.binary("shift_right_logical", bits, b.scalar_constant(32, u64, b.shape_of(x)))
-        word = b.convert(bits, ir.IntegerType.get_unsigned(32))  # keeps the low 32 bits
-        return b.op1("stablehlo.bitcast_convert", out_t, [word]) if half != word.type.element_type else word
-    head = b.convert(x, half)
+            bits = builders.binary("shift_right_logical", bits, builders.scalar_constant(32, u64, builders.shape_of(x)))
+        word = builders.convert(bits, ir.IntegerType.get_unsigned(32))  # keeps the low 32 bits
+        return builders.op1("stablehlo.bitcast_convert", out_t, [word]) if half != word.type.element_type else word
+    head = builders.convert(x, half)
     if not high:
         return head
-    return b.convert(b.binary("subtract", x, b.convert(head, wide)), half)
+    return builders.convert(builders.binary("subtract", x, builders.convert(head, wide)), half)
 
 
 def _x64_combine(op: ir.Operation) -> ir.Value:
-    b = rw.build
     lo, hi = op.operands
     out_t = _single_result(op)
     wide = ir.RankedTensorType(out_t).element_type
     kind = _x64_kind(op, wide)
     if kind == "complex":
-        return b.op1("stablehlo.complex", out_t, [lo, hi])
+        return builders.op1("stablehlo.complex", out_t, [lo, hi])
     if kind == "integer":
         u64 = ir.IntegerType.get_unsigned(64)
         u32 = ir.IntegerType.get_unsigned(32)
-        words = [b.convert(b.op1("stablehlo.bitcast_convert", b.tensor_type_like(v, element=u32), [v])
-                           if b.element_type_of(v) != u32 else v, u64) for v in (lo, hi)]
-        shift = b.scalar_constant(32, u64, b.shape_of(lo))
-        bits = b.binary("or", words[0], b.binary("shift_left", words[1], shift))
-        return b.op1("stablehlo.bitcast_convert", out_t, [bits]) if wide != u64 else bits
-    return b.binary("add", b.convert(lo, wide), b.convert(hi, wide))
+        words = [builders.convert(builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(v, element=u32), [v])
+                           if builders.element_type_of(v) != u32 else v, u64) for v in (lo, hi)]
+        shift = builders.scalar_constant(32, u64, builders.shape_of(lo))
+        bits = builders.binary("or", words[0], builders.binary("shift_left", words[1], shift))
+        return builders.op1("stablehlo.bitcast_convert", out_t, [bits]) if wide != u64 else bits
+    return builders.binary("add", builders.convert(lo, wide), builders.convert(hi, wide))
 
 
 def _cholesky(op: ir.Operation) -> ir.Value:
     (a,) = op.operands
     _single_result(op)
-    return rw.build.cholesky(a, lower=True)
+    return builders.cholesky(a, lower=True)
 
 
 def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Value]:
     """Mask `a` to its triangular diagonal blocks; the inverse of that block-diagonal
     matrix is the block-wise inverse, solved from the identity."""
-    b = rw.build
     (a,), split = _joined(op, 1)
-    shape = b.shape_of(a)
+    shape = builders.shape_of(a)
     n = shape[-1]
-    et = b.element_type_of(a)
+    et = builders.element_type_of(a)
     block = np.arange(n) // DIAGONAL_BLOCK
     rows, cols = np.arange(n)[:, None], np.arange(n)[None, :]
     keep = (block[:, None] == block[None, :]) & ((rows >= cols) if lower else (rows <= cols))
     matrix_dims = [len(shape) - 2, len(shape) - 1]
-    zero = b.scalar_constant(0, et, shape)
-    masked = b.select(b.broadcast_in_dim(b.mask_constant(keep), shape, matrix_dims), a, zero)
-    eye = b.select(b.broadcast_in_dim(b.mask_constant(np.eye(n, dtype=bool)), shape, matrix_dims),
-                   b.scalar_constant(1, et, shape), zero)
-    inverse = b.triangular_solve(masked, eye, left_side=True, lower=lower)
+    zero = builders.scalar_constant(0, et, shape)
+    masked = builders.select(builders.broadcast_in_dim(builders.mask_constant(keep), shape, matrix_dims), a, zero)
+    eye = builders.select(builders.broadcast_in_dim(builders.mask_constant(np.eye(n, dtype=bool)), shape, matrix_dims),
+                   builders.scalar_constant(1, et, shape), zero)
+    inverse = builders.triangular_solve(masked, eye, left_side=True, lower=lower)
     return _split(inverse) if split else [inverse]
 
 
 def _joined(op: ir.Operation, count: int) -> tuple[list[ir.Value], bool]:
     """The call's `count` matrix operands; a complex matrix comes as (real, imaginary)
     pairs of f32/f64 arrays (the TPU keeps 64-bit elements split), joined here."""
-    b = rw.build
     operands = list(op.operands)
     if len(operands) == count:
         return operands, False
     if len(operands) != 2 * count:
-        raise rw.op_error(op, f"expected {count} operand(s), or {2 * count} as real and imaginary parts; "
+        raise rewrite.op_error(op, f"expected {count} operand(s), or {2 * count} as real and imaginary parts; "
                               f"found {len(operands)}")
-    return [b.op1("stablehlo.complex", _as_complex(re_.type), [re_, im])
+    return [builders.op1("stablehlo.complex", _as_complex(re_.type), [re_, im])
             for re_, im in zip(operands[::2], operands[1::2])], True
 
 
@@ -212,26 +208,25 @@ def _as_complex(t: ir.Type) -> ir.Type:
 
 
 def _split(value: ir.Value) -> list[ir.Value]:
-    return [rw.build.real_part(value), rw.build.imag_part(value)]
+    return [builders.real_part(value), builders.imag_part(value)]
 
 
 def _lu_block(op: ir.Operation) -> list[ir.Value]:
-    b = rw.build
     (a,), split = _joined(op, 1)
-    target = rw.call_target(op)
+    target = rewrite.call_target(op)
     if target in LU_BY_KIND and LU_BY_KIND[target] != split:
-        raise rw.op_error(op, f"{target} with {len(list(op.operands))} operand(s)")
+        raise rewrite.op_error(op, f"{target} with {len(list(op.operands))} operand(s)")
     results = [r.type for r in op.results]
     pivots_t, perm_t = results[-2:]
-    *batch, m, n = b.shape_of(a)
+    *batch, m, n = builders.shape_of(a)
     s32 = ir.IntegerType.get_signless(32)
-    lu, ipiv, _info = rw.lapack_call(
+    lu, ipiv, _info = rewrite.lapack_call(
         f"lapack_{lapack_letter(op, a)}getrf_ffi", [a],
         [a.type, ir.RankedTensorType.get(batch + [min(m, n)], s32), ir.RankedTensorType.get(batch, s32)])
-    pivots = b.binary("subtract", ipiv, b.scalar_constant(1, s32, batch + [min(m, n)]))  # LAPACK's are 1-based
+    pivots = builders.binary("subtract", ipiv, builders.scalar_constant(1, s32, batch + [min(m, n)]))  # LAPACK's are 1-based
     perm_type = ir.RankedTensorType(perm_t)
     perm = pivots_to_permutation(pivots, perm_type.shape[-1], perm_type.element_type)
-    return (_split(lu) if split else [lu]) + [b.convert(pivots, ir.RankedTensorType(pivots_t).element_type), perm]
+    return (_split(lu) if split else [lu]) + [builders.convert(pivots, ir.RankedTensorType(pivots_t).element_type), perm]
 
 
 def _qr_block(op: ir.Operation) -> list[ir.Value]:
@@ -239,36 +234,35 @@ def _qr_block(op: ir.Operation) -> list[ir.Value]:
     types = [r.type for r in op.results]
     if split:  # (a real, a imaginary, taus real, taus imaginary)
         types = [_as_complex(types[0]), _as_complex(types[2])]
-    qr, taus = rw.lapack_call(f"lapack_{lapack_letter(op, a)}geqrf_ffi", [a], types)
+    qr, taus = rewrite.lapack_call(f"lapack_{lapack_letter(op, a)}geqrf_ffi", [a], types)
     return _split(qr) + _split(taus) if split else [qr, taus]
 
 
 def _compact_wy(op: ir.Operation) -> list[ir.Value]:
-    b = rw.build
     (m,), split = _joined(op, 1)
-    shape = b.shape_of(m)
+    shape = builders.shape_of(m)
     rank = len(shape)
-    diagonal = b.compare(b.iota(ir.IntegerType.get_signless(32), shape, rank - 2),
-                         b.iota(ir.IntegerType.get_signless(32), shape, rank - 1), "EQ", "SIGNED")
-    d = b.select(diagonal, m, b.scalar_constant(0, b.element_type_of(m), shape))
+    diagonal = builders.compare(builders.iota(ir.IntegerType.get_signless(32), shape, rank - 2),
+                         builders.iota(ir.IntegerType.get_signless(32), shape, rank - 1), "EQ", "SIGNED")
+    d = builders.select(diagonal, m, builders.scalar_constant(0, builders.element_type_of(m), shape))
     # X · A = D with A unit upper triangular whose strict upper part is -N.
-    t = b.triangular_solve(b.unary("negate", m), d, left_side=False, lower=False, unit_diagonal=True)
+    t = builders.triangular_solve(builders.unary("negate", m), d, left_side=False, lower=False, unit_diagonal=True)
     return _split(t) if split else [t]
 
 
 def _zero_padding(op: ir.Operation, value: ir.Value) -> int:
     """How many zero rows and columns the `pad` that made `value` appended, or 0."""
-    producer = rw.defining_op(value)
+    producer = rewrite.defining_op(value)
     if producer is not None and producer.name == "func.call":
         # A kept fusion hides the pad: guessing 0 would mix the padding's eigenpairs in.
-        raise rw.op_error(op, "the bottom-right block comes from a kept fusion, which hides how far the matrix "
+        raise rewrite.op_error(op, "the bottom-right block comes from a kept fusion, which hides how far the matrix "
                               "was padded; convert without --keep-fusions")
     if producer is None or producer.name != "stablehlo.pad":
         return 0
     low = list(ir.DenseI64ArrayAttr(producer.attributes["edge_padding_low"]))
     high = list(ir.DenseI64ArrayAttr(producer.attributes["edge_padding_high"]))
     interior = list(ir.DenseI64ArrayAttr(producer.attributes["interior_padding"]))
-    fill = rw.defining_op(producer.operands[1])
+    fill = rewrite.defining_op(producer.operands[1])
     if any(low) or any(interior) or high[-1] != high[-2] or any(high[:-2]) or fill is None \
             or fill.name != "stablehlo.constant":
         return 0
@@ -277,39 +271,38 @@ def _zero_padding(op: ir.Operation, value: ir.Value) -> int:
 
 
 def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
-    b = rw.build
     if len(op.operands) != 4 or len(op.results) != 6:
-        raise rw.op_error(op, f"expected 4 operands and 6 results, found {len(op.operands)} and {len(op.results)}")
+        raise rewrite.op_error(op, f"expected 4 operands and 6 results, found {len(op.operands)} and {len(op.results)}")
     tl, tr, bl, br = op.operands
-    *batch, k, _ = b.shape_of(tl)
+    *batch, k, _ = builders.shape_of(tl)
     nb = len(batch)
-    full = b.concatenate([b.concatenate([tl, tr], nb + 1), b.concatenate([bl, br], nb + 1)], nb)
+    full = builders.concatenate([builders.concatenate([tl, tr], nb + 1), builders.concatenate([bl, br], nb + 1)], nb)
     padded = _zero_padding(op, br)
     n = 2 * k - padded
-    a = b.slice_(full, [0] * (nb + 2), batch + [n, n]) if padded else full
-    element = b.element_type_of(a)
+    a = builders.slice_(full, [0] * (nb + 2), batch + [n, n]) if padded else full
+    element = builders.element_type_of(a)
     real = ir.RankedTensorType(op.results[0].type).element_type
     letter = lapack_letter(op, a)
     routine = "heevd" if letter in "cz" else "syevd"
     u8 = ir.IntegerType.get_unsigned(8)
-    v, w, _info = rw.lapack_call(
+    v, w, _info = rewrite.lapack_call(
         f"lapack_{letter}{routine}_ffi", [a],
         [a.type, ir.RankedTensorType.get(batch + [n], real), ir.RankedTensorType.get(batch, ir.IntegerType.get_signless(32))],
         {"mode": ir.IntegerAttr.get(u8, ord("V")), "uplo": ir.IntegerAttr.get(u8, ord("L"))})
     # The kernel's blocks hold the eigenvectors as rows: the dump transposes the assembled
     # matrix (a bitcast to the other layout) before sorting its columns by eigenvalue.
-    v = b.transpose(v, list(range(nb)) + [nb + 1, nb])
+    v = builders.transpose(v, list(range(nb)) + [nb + 1, nb])
     if padded:
         # Jacobi leaves each zero row/column where it is: eigenvalue 0, eigenvector e_j.
-        w = b.pad(w, [0] * (nb + 1), [0] * nb + [padded])
+        w = builders.pad(w, [0] * (nb + 1), [0] * nb + [padded])
         keep = np.zeros((2 * k, 2 * k), dtype=bool)
         keep[n:, n:] = np.eye(padded, dtype=bool)
-        unit = b.broadcast_in_dim(b.mask_constant(keep), batch + [2 * k, 2 * k], [nb, nb + 1])
-        v = b.pad(v, [0] * (nb + 2), [0] * nb + [padded, padded])
-        v = b.select(unit, b.scalar_constant(1, element, batch + [2 * k, 2 * k]), v)
+        unit = builders.broadcast_in_dim(builders.mask_constant(keep), batch + [2 * k, 2 * k], [nb, nb + 1])
+        v = builders.pad(v, [0] * (nb + 2), [0] * nb + [padded, padded])
+        v = builders.select(unit, builders.scalar_constant(1, element, batch + [2 * k, 2 * k]), v)
     zeros = [0] * nb
-    halves = [b.slice_(w, zeros + [0], batch + [k]), b.slice_(w, zeros + [k], batch + [2 * k])]
-    quadrants = [b.slice_(v, zeros + [r0, c0], batch + [r0 + k, c0 + k]) for r0 in (0, k) for c0 in (0, k)]
+    halves = [builders.slice_(w, zeros + [0], batch + [k]), builders.slice_(w, zeros + [k], batch + [2 * k])]
+    quadrants = [builders.slice_(v, zeros + [r0, c0], batch + [r0 + k, c0 + k]) for r0 in (0, k) for c0 in (0, k)]
     return halves + quadrants
 
 

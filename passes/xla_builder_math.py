@@ -19,7 +19,8 @@ from jaxlib.mlir import ir, passmanager
 
 from converter.hlo import dtypes
 from converter.mlir.context import hlo_element_type
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 from passes.symbol_dce import symbol_dce
 
@@ -45,7 +46,7 @@ TARGETS = tuple(PREFIX + name for name in sorted({**CHLO, **LAX}))
                # Any name: a call that carries XLA's expansion is inlined whatever it computes.
                targets=TARGETS + (PREFIX + "*",))
 def lower_xla_builder_math(module: ir.Module, options: PassOptions) -> None:
-    calls = rw.custom_calls(module, PREFIX + "*")
+    calls = rewrite.custom_calls(module, PREFIX + "*")
     if not calls:
         return
     for op in calls:
@@ -55,38 +56,38 @@ def lower_xla_builder_math(module: ir.Module, options: PassOptions) -> None:
 
 
 def _lower_one(module: ir.Module, op: ir.Operation) -> None:
-    name = rw.call_target(op)[len(PREFIX):]
+    name = rewrite.call_target(op)[len(PREFIX):]
     operands = list(op.operands)
     if len(op.results) != 1:
-        raise rw.op_error(op, f"expected one result, found {len(op.results)}")
+        raise rewrite.op_error(op, f"expected one result, found {len(op.results)}")
     result_type = op.results[0].type
     if "called_computations" in op.attributes:
         callee = ir.FlatSymbolRefAttr(ir.ArrayAttr(op.attributes["called_computations"])[0]).value
-        with rw.at(op):
-            values = rw.clone_function_body(rw.lookup_function(module, callee), operands)
-        rw.replace(op, values)
+        with rewrite.at(op):
+            values = rewrite.clone_function_body(rewrite.lookup_function(module, callee), operands)
+        rewrite.replace(op, values)
         return
     if name in CHLO:
         chlo_name, arity = CHLO[name]
         _check_arity(op, name, arity)
-        with rw.at(op):
-            value = rw.build.op1(chlo_name, result_type, operands)
-        rw.replace(op, [value])
+        with rewrite.at(op):
+            value = builders.op1(chlo_name, result_type, operands)
+        rewrite.replace(op, [value])
         return
     if name in LAX:
         lax_name, arity = LAX[name]
         _check_arity(op, name, arity)
-        with rw.at(op):
+        with rewrite.at(op):
             value = _lax_function(lax_name, operands, result_type)
-        rw.replace(op, [value])
+        rewrite.replace(op, [value])
         return
-    raise rw.op_error(op, f"no portable form of xla::{name} (known: {', '.join(sorted({**CHLO, **LAX}))}), "
+    raise rewrite.op_error(op, f"no portable form of xla::{name} (known: {', '.join(sorted({**CHLO, **LAX}))}), "
                           f"and the call carries no computation (to_apply) to inline")
 
 
 def _check_arity(op: ir.Operation, name: str, arity: int) -> None:
     if len(op.operands) != arity:
-        raise rw.op_error(op, f"xla::{name} takes {arity} operand(s), the call has {len(op.operands)}")
+        raise rewrite.op_error(op, f"xla::{name} takes {arity} operand(s), the call has {len(op.operands)}")
 
 
 def _lax_function(lax_name: str, operands: list[ir.Value], result_type: ir.Type) -> ir.Value:
@@ -102,17 +103,17 @@ def _lax_function(lax_name: str, operands: list[ir.Value], result_type: ir.Type)
     text = jax.jit(getattr(lax, lax_name)).lower(*specs).as_text()
     context = operands[0].type.context
     lowered = ir.Module.parse(text, context)
-    rw.inline_calls(lowered)
+    rewrite.inline_calls(lowered)
     main = next(f.operation for f in lowered.body.operations
                 if f.operation.name == "func.func" and ir.StringAttr(f.attributes["sym_name"]).value == "main")
-    (value,) = rw.clone_function_body(main, operands)
+    (value,) = rewrite.clone_function_body(main, operands)
     if value.type != result_type:
-        raise rw.PassError(f"lax.{lax_name} gives {value.type}, the call declares {result_type}")
+        raise rewrite.PassError(f"lax.{lax_name} gives {value.type}, the call declares {result_type}")
     return value
 
 
 def _hlo_type(element: ir.Type) -> str:
     name = hlo_element_type(element)
     if name not in ("f16", "bf16", "f32", "f64"):
-        raise rw.PassError(f"xla_builder math of element type {name}: only floating types are defined")
+        raise rewrite.PassError(f"xla_builder math of element type {name}: only floating types are defined")
     return name

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from converter.common.errors import ConverterWarning
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.escapes import c_unescape
 from converter.hlo.lexer import (
     HloParseError,
@@ -59,16 +59,16 @@ from converter.hlo.ir import Instruction, Shape
 # pure function of the text, and immutable or a list of immutable items (copied).  The
 # computation kinds only as names: `to_apply={ ... }` defines an inline computation.
 _CACHED_KINDS = frozenset({
-    A.INT, A.FLOAT, A.BOOL, A.IDENT, A.STRING, A.INTS, A.IDENTS, A.NAMES, A.COMP, A.COMPS,
-    A.SLICE, A.PADDING, A.WINDOW, A.DIM_LABELS, A.GROUPS, A.PAIRS, A.SHARDING, A.SHAPE,
-    A.SHAPES, A.BOOLS,
+    hlo_attrs.INT, hlo_attrs.FLOAT, hlo_attrs.BOOL, hlo_attrs.IDENT, hlo_attrs.STRING, hlo_attrs.INTS, hlo_attrs.IDENTS, hlo_attrs.NAMES, hlo_attrs.COMP, hlo_attrs.COMPS,
+    hlo_attrs.SLICE, hlo_attrs.PADDING, hlo_attrs.WINDOW, hlo_attrs.DIM_LABELS, hlo_attrs.GROUPS, hlo_attrs.PAIRS, hlo_attrs.SHARDING, hlo_attrs.SHAPE,
+    hlo_attrs.SHAPES, hlo_attrs.BOOLS,
 })
-_CALL_KINDS = frozenset({A.COMP, A.COMPS})
+_CALL_KINDS = frozenset({hlo_attrs.COMP, hlo_attrs.COMPS})
 # Attribute kinds holding integers, which XLA reads as int64.
-_INTEGER_KINDS = frozenset({A.INT, A.INTS, A.INTS_OR_LISTS, A.GROUPS, A.PAIRS, A.SLICE, A.PADDING, A.WINDOW})
+_INTEGER_KINDS = frozenset({hlo_attrs.INT, hlo_attrs.INTS, hlo_attrs.INTS_OR_LISTS, hlo_attrs.GROUPS, hlo_attrs.PAIRS, hlo_attrs.SLICE, hlo_attrs.PADDING, hlo_attrs.WINDOW})
 
 
-def conv_dim_labels(text: str) -> A.ConvDimLabels:
+def conv_dim_labels(text: str) -> hlo_attrs.ConvDimLabels:
     m = _RE_DIM_LABELS.fullmatch(text)
     if m is None:
         raise ValueError(f"bad dim_labels '{text}'")
@@ -89,7 +89,7 @@ def conv_dim_labels(text: str) -> A.ConvDimLabels:
     ls, rs, os_ = spatial(lhs, "bf"), spatial(rhs, "io"), spatial(out, "bf")
     if not (len(ls) == len(rs) == len(os_)):
         raise ValueError(f"dim_labels '{text}' disagree on the number of spatial dimensions")
-    return A.ConvDimLabels(lhs.index("b"), lhs.index("f"), ls, rhs.index("i"), rhs.index("o"), rs,
+    return hlo_attrs.ConvDimLabels(lhs.index("b"), lhs.index("f"), ls, rhs.index("i"), rhs.index("o"), rs,
                            out.index("b"), out.index("f"), os_, text)
 
 
@@ -129,7 +129,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 call_kind = self.call_keys.get((opcode, key))
                 if call_kind is not None and _RE_NAME.fullmatch(text):
                     name = text[1:] if text[0] == "%" else text
-                    attrs[key] = name if call_kind == A.COMP else [name]
+                    attrs[key] = name if call_kind == hlo_attrs.COMP else [name]
                     p = m.end()
                     continue
             self.p = p
@@ -171,13 +171,13 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         if key == "metadata":
             instr.metadata_text = self.metadata_text()
             return "metadata"
-        kind = A.INSTRUCTION_ATTRS.get(key)
-        allowed = A.attributes_of(instr.opcode)
+        kind = hlo_attrs.INSTRUCTION_ATTRS.get(key)
+        allowed = hlo_attrs.attributes_of(instr.opcode)
         if kind is None or (allowed is not None and key not in allowed):
             if key == "sparsity" and instr.opcode == "dot":
                 raise self.error("", m.start(1), "sparse dot (sparsity=, from older XLA) is not supported")
             self.unknown_attribute(key, m.start(1), instr.opcode, allowed)
-            attrs[key] = A.Raw(self.raw_value())
+            attrs[key] = hlo_attrs.Raw(self.raw_value())
             return "raw"
         if key == "parameter_replication" and instr.opcode != "parameter":
             raise self.error("", m.start(1), "parameter_replication= is for parameters only")
@@ -185,10 +185,10 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         return kind
 
     def module_attr(self, key: str, pos: int) -> Any:
-        kind = A.MODULE_ATTRS.get(key)
+        kind = hlo_attrs.MODULE_ATTRS.get(key)
         if kind is None:
-            self.unknown_attribute(key, pos, None, frozenset(A.MODULE_ATTRS))
-            return A.Raw(self.raw_value())
+            self.unknown_attribute(key, pos, None, frozenset(hlo_attrs.MODULE_ATTRS))
+            return hlo_attrs.Raw(self.raw_value())
         value = self.typed_value(kind, key)
         if key in ("replica_count", "num_partitions") and not 1 <= value <= _INT64_MAX:
             what = "replica" if key == "replica_count" else "partition"
@@ -200,8 +200,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         """An attribute XLA's parser would reject here: an error naming the closest known
         name, or (allow_unknown_attributes) a warning, the value then kept as raw text."""
         what = f"for {opcode}" if opcode else "for the module header"
-        known = A.INSTRUCTION_ATTRS.keys() | {"metadata"} if allowed is None else allowed
-        if opcode is not None and key in A.INSTRUCTION_ATTRS:
+        known = hlo_attrs.INSTRUCTION_ATTRS.keys() | {"metadata"} if allowed is None else allowed
+        if opcode is not None and key in hlo_attrs.INSTRUCTION_ATTRS:
             message = f"attribute '{key}' does not apply to {opcode}"
         else:
             message = f"unknown attribute '{key}' {what}"
@@ -312,19 +312,19 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             return [self.inline_computation(p)]
         return self.v_names()
 
-    def v_slice(self) -> list[A.SliceDim]:
+    def v_slice(self) -> list[hlo_attrs.SliceDim]:
         m = self.regex(_RE_SLICE, "a slice '{[start:limit:stride], ...}'")
-        return [A.SliceDim(int(a), int(b), int(c) if c else 1) for a, b, c in _RE_SLICE_DIM.findall(m.group(1))]
+        return [hlo_attrs.SliceDim(int(a), int(b), int(c) if c else 1) for a, b, c in _RE_SLICE_DIM.findall(m.group(1))]
 
-    def v_padding(self) -> list[A.PaddingDim]:
+    def v_padding(self) -> list[hlo_attrs.PaddingDim]:
         m = self.regex(_RE_PADDING, "a padding config like '0_0x1_1_0'")
         out = []
         for part in m.group(0).split("x"):
             vals = [int(v) for v in re.findall(r"-?\d+", part)]
-            out.append(A.PaddingDim(*vals))
+            out.append(hlo_attrs.PaddingDim(*vals))
         return out
 
-    def v_window(self) -> A.Window:
+    def v_window(self) -> hlo_attrs.Window:
         start = self.skip(self.p)
         m = self.regex(_RE_WINDOW, "a window '{size=... stride=... pad=...}'")
         fields = dict(_RE_WINDOW_KV.findall(m.group(1)))
@@ -333,7 +333,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         if unknown:
             raise self.error("a window field (size stride pad lhs_dilate rhs_dilate rhs_reversal)", start, f"'{sorted(unknown)[0]}'")
         if "size" not in fields:
-            return A.Window(())
+            return hlo_attrs.Window(())
         try:
             sizes = [int(x) for x in fields["size"].split("x")]
             rank = len(sizes)
@@ -363,13 +363,13 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                     pads.append((int(pm.group(1)), int(pm.group(2))))
         except ValueError as e:
             raise self.error("", start, str(e)) from None
-        return A.Window(tuple(
-            A.WindowDim(sizes[i], strides[i], pads[i][0], pads[i][1], lhs[i], rhs[i], bool(rev[i]))
+        return hlo_attrs.Window(tuple(
+            hlo_attrs.WindowDim(sizes[i], strides[i], pads[i][0], pads[i][1], lhs[i], rhs[i], bool(rev[i]))
             for i in range(rank)
         ))
 
 
-    def v_dim_labels(self) -> A.ConvDimLabels:
+    def v_dim_labels(self) -> hlo_attrs.ConvDimLabels:
         start = self.skip(self.p)
         m = self.regex(_RE_DIM_LABELS, "convolution dim_labels like 'b01f_01io->b01f'")
         try:
@@ -377,7 +377,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         except ValueError as e:
             raise self.error("", start, str(e)) from None
 
-    def v_groups(self) -> A.ReplicaGroups:
+    def v_groups(self) -> hlo_attrs.ReplicaGroups:
         p = self.skip(self.p)
         s = self.s
         if s.startswith("[", p):
@@ -398,16 +398,16 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             # XLA's verifier: a device takes part in one group once.
             repeated = next(i for i in ids if ids.count(i) > 1)
             raise self.error("", p, f"device {repeated} appears more than once in the replica groups")
-        return A.ReplicaGroups(groups)
+        return hlo_attrs.ReplicaGroups(groups)
 
-    def iota_list(self, m: re.Match, pos: int) -> A.IotaDeviceList:
+    def iota_list(self, m: re.Match, pos: int) -> hlo_attrs.IotaDeviceList:
         shape = tuple(int(x) for x in m.group(1).split(","))
         reshape = tuple(int(x) for x in m.group(2).split(","))
         perm = tuple(int(x) for x in m.group(3).split(",")) if m.group(3) else ()
         n_shape = int(np.prod(shape))
         if n_shape != int(np.prod(reshape)) or (perm and sorted(perm) != list(range(len(reshape)))):
             raise self.error("an iota device list whose sizes agree", pos, f"'{m.group(0)}'")
-        return A.IotaDeviceList(shape, reshape, perm)
+        return hlo_attrs.IotaDeviceList(shape, reshape, perm)
 
     # ------------------------------------------------------------ other structured
     def v_frontend(self) -> dict[str, Any]:
@@ -425,7 +425,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             else:
                 key = self.key("a frontend attribute 'key=\"value\"'")
             if self.peek() == "{":
-                out[key] = A.Raw(self.braced("a braced frontend attribute value"))
+                out[key] = hlo_attrs.Raw(self.braced("a braced frontend attribute value"))
             else:
                 q = self.skip(self.p)
                 if self.s.startswith(('"', "'"), q):
@@ -436,7 +436,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 return out
             self.expect(",")
 
-    def v_backend(self) -> A.BackendConfig:
+    def v_backend(self) -> hlo_attrs.BackendConfig:
         p = self.skip(self.p)
         s = self.s
         if s.startswith(('"', "'"), p):
@@ -449,8 +449,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             try:
                 value = json.loads(text) if text.strip() else {}
             except ValueError:
-                return A.BackendConfig(text, raw, "string")
-            return A.BackendConfig(value, raw, "string")
+                return hlo_attrs.BackendConfig(text, raw, "string")
+            return hlo_attrs.BackendConfig(value, raw, "string")
         if s.startswith("{", p):
             # Only text that can start a JSON object goes to the JSON decoder: its error
             # counts the lines of the whole dump up to the failure (quadratic in a large
@@ -459,7 +459,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 try:
                     value, end = _JSON.raw_decode(s, p)
                     self.p = end
-                    return A.BackendConfig(value, s[p:end], "json")
+                    return hlo_attrs.BackendConfig(value, s[p:end], "json")
                 except ValueError:
                     pass
             self.p = p
@@ -469,8 +469,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             except ValueError:
                 # XLA takes any balanced braces; a config that is neither JSON nor an
                 # MLIR dictionary stays text.
-                return A.BackendConfig(raw, raw, "text")
-            return A.BackendConfig(value, raw, "mlir")
+                return hlo_attrs.BackendConfig(raw, raw, "text")
+            return hlo_attrs.BackendConfig(value, raw, "mlir")
         raise self.error("a backend config ('{...}' or a quoted string)", p)
 
     def v_shapes(self) -> list[Shape]:
@@ -496,21 +496,21 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             raise self.error(what, start)
         return items, start
 
-    def v_out_alias(self) -> list[A.OutputOperandAlias]:
+    def v_out_alias(self) -> list[hlo_attrs.OutputOperandAlias]:
         items, _ = self.aliasing("output-to-operand aliasing like '{{0}: (1, {})}'", _RE_OUT_ALIAS)
-        return [A.OutputOperandAlias(_index(o), int(n), _index(i)) for o, n, i, _ in items]
+        return [hlo_attrs.OutputOperandAlias(_index(o), int(n), _index(i)) for o, n, i, _ in items]
 
-    def v_io_alias(self) -> list[A.InputOutputAlias]:
+    def v_io_alias(self) -> list[hlo_attrs.InputOutputAlias]:
         items, start = self.aliasing("input-output aliasing like '{ {0}: (0, {}, may-alias) }'", _RE_OUT_ALIAS)
         if any(k not in ("", "may-alias", "must-alias") for *_, k in items):
             raise self.error("", start, "alias kinds are 'may-alias' or 'must-alias'")
-        return [A.InputOutputAlias(_index(o), int(n), _index(i), k) for o, n, i, k in items]
+        return [hlo_attrs.InputOutputAlias(_index(o), int(n), _index(i), k) for o, n, i, k in items]
 
-    def v_buffer_donor(self) -> list[A.BufferDonor]:
+    def v_buffer_donor(self) -> list[hlo_attrs.BufferDonor]:
         items, _ = self.aliasing("buffer donors like '{ (0, {}) }'", _RE_DONOR)
-        return [A.BufferDonor(int(n), _index(i)) for n, i in items]
+        return [hlo_attrs.BufferDonor(int(n), _index(i)) for n, i in items]
 
-    def v_program_shape(self) -> A.ProgramShape:
+    def v_program_shape(self) -> hlo_attrs.ProgramShape:
         self.expect("{")
         self.expect("(")
         params: list[Shape] = []
@@ -523,16 +523,16 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         self.expect("->")
         result = self.shape()
         self.expect("}")
-        return A.ProgramShape(tuple(params), result)
+        return hlo_attrs.ProgramShape(tuple(params), result)
 
-    def v_raw_braced(self) -> A.Raw:
-        return A.Raw(self.braced("'{...}'"))
+    def v_raw_braced(self) -> hlo_attrs.Raw:
+        return hlo_attrs.Raw(self.braced("'{...}'"))
 
-    def v_statistics(self) -> A.Statistics:
+    def v_statistics(self) -> hlo_attrs.Statistics:
         """`{}` or `{visualizing_index=1,stat-0=0.5}`."""
         self.expect("{")
         if self.accept("}"):
-            return A.Statistics()
+            return hlo_attrs.Statistics()
         if self.key("'visualizing_index='") != "visualizing_index":
             raise self.error("'visualizing_index=' first")
         index = self.int_()
@@ -540,9 +540,9 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         while self.accept(","):
             stats.append((self.key("a statistic 'name=value'"), self.v_float()))
         self.expect("}")
-        return A.Statistics(index, tuple(stats))
+        return hlo_attrs.Statistics(index, tuple(stats))
 
-    def v_result_accuracy(self) -> A.ResultAccuracy:
+    def v_result_accuracy(self) -> hlo_attrs.ResultAccuracy:
         """`{mode=highest}` or `{tolerance={atol=..,rtol=..,ulps=..}}`."""
         self.expect("{")
         pos = self.skip(self.p)
@@ -552,7 +552,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             if mode.lower() not in ("default", "highest"):
                 raise self.error("result accuracy mode 'default' or 'highest'", pos, f"'{mode}'")
             self.expect("}")
-            return A.ResultAccuracy(mode=mode)
+            return hlo_attrs.ResultAccuracy(mode=mode)
         if key != "tolerance":
             raise self.error("'mode=' or 'tolerance='", pos)
         self.expect("{")
@@ -568,9 +568,9 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                     break
                 self.expect(",")
         self.expect("}")
-        return A.ResultAccuracy(tolerance=tuple(tolerance))
+        return hlo_attrs.ResultAccuracy(tolerance=tuple(tolerance))
 
-    def v_origin(self) -> A.Origin:
+    def v_origin(self) -> hlo_attrs.Origin:
         """`{{"a"}}`, `{({"x"}, {"y" {1}})}`, `{[synthetic_call]}`, newer XLA's
         `{(),[""]}` (a tree, then a list of strings)."""
         self.expect("{")
@@ -582,7 +582,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 raise self.error("'synthetic_call'", p + 1)
             self.expect("]")
             self.expect("}")
-            return A.Origin(synthetic_call=True)
+            return hlo_attrs.Origin(synthetic_call=True)
         tree = self.origin_tree()
         names = None
         if self.accept(","):
@@ -596,9 +596,9 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                     self.expect(",")
             names = tuple(names_list)
         self.expect("}")
-        return A.Origin(tree, call_names=names)
+        return hlo_attrs.Origin(tree, call_names=names)
 
-    def origin_tree(self) -> A.OriginTree:
+    def origin_tree(self) -> hlo_attrs.OriginTree:
         p = self.skip(self.p)
         if self.s.startswith("(", p):
             self.p = p + 1
@@ -618,9 +618,9 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         if self.peek() == "{":
             index = tuple(self.v_ints())
         self.expect("}")
-        return A.OriginalArray(name, index)
+        return hlo_attrs.OriginalArray(name, index)
 
-    def v_domain(self) -> A.Domain:
+    def v_domain(self) -> hlo_attrs.Domain:
         """`{kind="sharding", entry={maximal device=0}, exit={replicated}}`."""
         self.expect("{")
         fields: dict[str, Any] = {}
@@ -637,7 +637,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 raise self.error("'kind=', 'entry=' or 'exit='", q)
         if "kind" not in fields:
             raise self.error("", self.p - 1, "a domain needs kind=")
-        return A.Domain(fields["kind"], fields.get("entry"), fields.get("exit"))
+        return hlo_attrs.Domain(fields["kind"], fields.get("entry"), fields.get("exit"))
 
     def v_operand_configs(self) -> dict[str, Any]:
         """`{rhs={sparsity=1x4 dimension=2 stride=0}}`: sub-attributes (separated by
@@ -660,13 +660,13 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 out[key] = int(token) if re.fullmatch(r"-?\d+", token) else token
         return out
 
-    def v_literal(self) -> A.LiteralAttr:
+    def v_literal(self) -> hlo_attrs.LiteralAttr:
         """`literal=f32[] 1.5`, `literal=s32[2]{0} {1, 2}`, `literal=( s32[] 1, f32[] 2 )`:
         a shape then its literal, or a tuple of those."""
         p = self.skip(self.p)
         if self.s.startswith("(", p):
             self.p = p + 1
-            elements: list[A.LiteralAttr] = []
+            elements: list[hlo_attrs.LiteralAttr] = []
             if not self.accept(")"):
                 while True:
                     elements.append(self.v_literal())
@@ -674,7 +674,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                         break
                     self.expect(",")
             shape = Shape("tuple", tuple_shapes=tuple(e.shape for e in elements))
-            return A.LiteralAttr(shape, tuple(elements))
+            return hlo_attrs.LiteralAttr(shape, tuple(elements))
         shape = self.shape()
         if not shape.is_array:
             raise self.error("an array shape before the literal's values", p)
@@ -692,7 +692,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             value, elided = parse_literal(text, shape)
         except ValueError as e:
             raise self.error("", q, str(e)) from None
-        return A.LiteralAttr(shape, None if elided else value)
+        return hlo_attrs.LiteralAttr(shape, None if elided else value)
 
     def metadata_text(self) -> str:
         """The text inside `metadata={...}`, checked against the grammar; it is turned
@@ -707,14 +707,14 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         return text[1:-1]
 
     VALUE_PARSERS: dict[str, Callable[["AttributeGrammar"], Any]] = {
-        A.INT: v_int, A.FLOAT: v_float, A.BOOL: v_bool, A.IDENT: v_ident, A.STRING: v_string,
-        A.INTS: v_ints, A.IDENTS: v_idents, A.NAMES: v_names, A.COMP: v_comp, A.COMPS: v_comps,
-        A.SLICE: v_slice, A.PADDING: v_padding, A.WINDOW: v_window, A.DIM_LABELS: v_dim_labels, A.GROUPS: v_groups,
-        A.PAIRS: ShardingGrammar.v_pairs, A.SHARDING: ShardingGrammar.v_sharding, A.FRONTEND: v_frontend, A.BACKEND: v_backend,
-        A.SHAPES: v_shapes, A.OUT_ALIAS: v_out_alias, A.SHAPE: v_shape,
-        A.BOOLS: v_bools, A.INTS_OR_LISTS: v_ints_or_lists, A.STATISTICS: v_statistics,
-        A.RESULT_ACCURACY: v_result_accuracy, A.ORIGIN: v_origin, A.DOMAIN: v_domain, A.LITERAL: v_literal,
-        A.OPERAND_CONFIGS: v_operand_configs, A.RAW_BRACED: v_raw_braced,
+        hlo_attrs.INT: v_int, hlo_attrs.FLOAT: v_float, hlo_attrs.BOOL: v_bool, hlo_attrs.IDENT: v_ident, hlo_attrs.STRING: v_string,
+        hlo_attrs.INTS: v_ints, hlo_attrs.IDENTS: v_idents, hlo_attrs.NAMES: v_names, hlo_attrs.COMP: v_comp, hlo_attrs.COMPS: v_comps,
+        hlo_attrs.SLICE: v_slice, hlo_attrs.PADDING: v_padding, hlo_attrs.WINDOW: v_window, hlo_attrs.DIM_LABELS: v_dim_labels, hlo_attrs.GROUPS: v_groups,
+        hlo_attrs.PAIRS: ShardingGrammar.v_pairs, hlo_attrs.SHARDING: ShardingGrammar.v_sharding, hlo_attrs.FRONTEND: v_frontend, hlo_attrs.BACKEND: v_backend,
+        hlo_attrs.SHAPES: v_shapes, hlo_attrs.OUT_ALIAS: v_out_alias, hlo_attrs.SHAPE: v_shape,
+        hlo_attrs.BOOLS: v_bools, hlo_attrs.INTS_OR_LISTS: v_ints_or_lists, hlo_attrs.STATISTICS: v_statistics,
+        hlo_attrs.RESULT_ACCURACY: v_result_accuracy, hlo_attrs.ORIGIN: v_origin, hlo_attrs.DOMAIN: v_domain, hlo_attrs.LITERAL: v_literal,
+        hlo_attrs.OPERAND_CONFIGS: v_operand_configs, hlo_attrs.RAW_BRACED: v_raw_braced,
         "shardings": ShardingGrammar.v_shardings, "io_alias": v_io_alias,
         "buffer_donor": v_buffer_donor, "program_shape": v_program_shape,
     }

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from converter.common.errors import ConverterError
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.escapes import c_unescape
 from converter.hlo.ir import ELEMENT_BITS, Computation, Instruction, Shape
 
@@ -176,7 +176,7 @@ class Cursor:
         self.call_keys: dict[tuple[str, str], str] = {}
         # (element type, dimensions, text) -> value of a constant: see `literal_operand`.
         self.literal_cache: dict[tuple[str, tuple[int, ...], str], np.ndarray] = {}
-        self.warnings = A.ParseWarnings()
+        self.warnings = attrs.ParseWarnings()
         # Line counting is incremental: the parser moves forward, so counting the
         # newlines since the last query costs O(text) in total.
         self._line_pos = 0

@@ -14,10 +14,10 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 
 
-def _virtual_axes(mesh: A.Mesh, refs: Iterable[A.MeshAxisRef]) -> tuple[list[int], Callable[[A.MeshAxisRef], list[int]]]:
+def _virtual_axes(mesh: attrs.Mesh, refs: Iterable[attrs.MeshAxisRef]) -> tuple[list[int], Callable[[attrs.MeshAxisRef], list[int]]]:
     """Sizes of the virtual axes (mesh order, each axis major part first) and a function
     giving the virtual axes an axis reference covers.  Axes of size 1 vanish."""
     names = mesh.axis_names
@@ -43,7 +43,7 @@ def _virtual_axes(mesh: A.Mesh, refs: Iterable[A.MeshAxisRef]) -> tuple[list[int
             virtual.append(hi // lo)
         factors.append(axis_factors)
 
-    def covered(ref: A.MeshAxisRef) -> list[int]:
+    def covered(ref: attrs.MeshAxisRef) -> list[int]:
         axis = factors[names.index(ref.name)]
         if not ref.is_sub_axis:
             return [v for _, _, v in axis]
@@ -53,14 +53,14 @@ def _virtual_axes(mesh: A.Mesh, refs: Iterable[A.MeshAxisRef]) -> tuple[list[int
     return virtual, covered
 
 
-def _device_array(mesh: A.Mesh, virtual: list[int]) -> np.ndarray:
+def _device_array(mesh: attrs.Mesh, virtual: list[int]) -> np.ndarray:
     devices = np.array(mesh.devices(), dtype=np.int64)
     if devices.size != int(np.prod(mesh.axis_sizes)):
         raise ValueError(f"{devices.size} device ids for a mesh of {int(np.prod(mesh.axis_sizes))} devices")
     return devices.reshape(virtual)
 
 
-def replica_groups(mesh: A.Mesh, grouped: tuple[A.MeshAxisRef, ...]) -> tuple[tuple[int, ...], ...]:
+def replica_groups(mesh: attrs.Mesh, grouped: tuple[attrs.MeshAxisRef, ...]) -> tuple[tuple[int, ...], ...]:
     """`mesh[...] {'a', ...}`: move the grouped axes to the end (in the listed order, the
     others in mesh order) and cut the flattened device array into groups."""
     virtual, covered = _virtual_axes(mesh, grouped)
@@ -82,15 +82,15 @@ def replica_groups(mesh: A.Mesh, grouped: tuple[A.MeshAxisRef, ...]) -> tuple[tu
     return tuple(tuple(int(d) for d in row) for row in array)
 
 
-def named_to_tiled(ns: A.NamedSharding, metadata: str = "") -> A.Sharding:
+def named_to_tiled(ns: attrs.NamedSharding, metadata: str = "") -> attrs.Sharding:
     """The HloSharding ("V2") equivalent of a mesh sharding, as XLA converts it:
     tile dims per tensor dimension (the product of its axes), then subgroup dims for the
     manual, unreduced and replicated axes (in that order; the replicated one only when
     larger than 1)."""
     if ns.kind == "maximal":
-        return A.Sharding("maximal", device=ns.maximal_device, metadata=metadata, named=ns)
+        return attrs.Sharding("maximal", device=ns.maximal_device, metadata=metadata, named=ns)
     if ns.kind in ("replicated", "manual", "unreduced") or ns.mesh is None:
-        return A.Sharding(ns.kind or "replicated", metadata=metadata, named=ns)
+        return attrs.Sharding(ns.kind or "replicated", metadata=metadata, named=ns)
     mesh = ns.mesh
     refs = [r for axes, _ in ns.dims for r in axes]
     refs += [*ns.manual_axes, *ns.unreduced_axes, *ns.replicated_axes]
@@ -116,12 +116,12 @@ def named_to_tiled(ns: A.NamedSharding, metadata: str = "") -> A.Sharding:
         subgroups.append(("replicated", replicated))
     if all(t == 1 for t in tile_dims) and len(subgroups) <= 1:
         kind = subgroups[0][0] if subgroups else "replicated"
-        return A.Sharding(kind, metadata=metadata, named=ns)
+        return attrs.Sharding(kind, metadata=metadata, named=ns)
     perm = [v for axes in dim_axes for v in axes] + [v for _, axes in subgroups for v in axes]
     devices = _device_array(mesh, virtual).transpose(perm).reshape(-1)
     tile_dims += [size(axes) for _, axes in subgroups]
     replicate_only = [t for t, _ in subgroups] == ["replicated"]
-    return A.Sharding("tiled", tuple(tile_dims), tuple(int(d) for d in devices),
+    return attrs.Sharding("tiled", tuple(tile_dims), tuple(int(d) for d in devices),
                       last_tile_dim_replicate=replicate_only,
                       last_tile_dims=() if replicate_only else tuple(t for t, _ in subgroups),
                       metadata=metadata, named=ns)

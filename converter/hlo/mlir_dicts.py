@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.escapes import c_unescape
 
 
@@ -84,8 +84,8 @@ def parse_mlir_dict(text: str) -> dict[str, Any]:
                         return [int(x) for x in nums]
                     except ValueError:
                         return [float(x) for x in nums]
-                return A.MlirAttr(tok + "<" + " ".join(inner) + ">")
-            return A.MlirAttr(tok)
+                return attrs.MlirAttr(tok + "<" + " ".join(inner) + ">")
+            return attrs.MlirAttr(tok)
         raise ValueError(f"unexpected '{tok}'")
 
     def expect(tok: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.escapes import c_unescape
 from converter.hlo.shape_inference import (
     CHECKED_SHAPES as _CHECKED_SHAPES,
@@ -60,7 +60,7 @@ from converter.hlo.ir import ELEMENT_BITS, Computation, Instruction, Module, Sha
 
 
 # The attributes that name computations.
-_CALL_KEYS = frozenset(key for key, kind in A.INSTRUCTION_ATTRS.items() if kind in _CALL_KINDS)
+_CALL_KEYS = frozenset(key for key, kind in hlo_attrs.INSTRUCTION_ATTRS.items() if kind in _CALL_KINDS)
 # The attributes `_Parser.check_instruction_attrs` looks at (besides a conditional's).
 _CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors"})
 
@@ -366,7 +366,7 @@ class _Parser(AttributeGrammar):
                 raise self.error_at(instr, f"use_global_device_ids=true needs a channel_id on '{instr.name}'",
                                     "use_global_device_ids")
             groups = instr.attrs.get("replica_groups")
-            if not isinstance(groups, A.ReplicaGroups) or not groups.groups:
+            if not isinstance(groups, hlo_attrs.ReplicaGroups) or not groups.groups:
                 raise self.error_at(instr, f"use_global_device_ids=true needs replica_groups on '{instr.name}'",
                                     "use_global_device_ids")
         preds = instr.attrs.get("control-predecessors")
@@ -394,10 +394,10 @@ class _Parser(AttributeGrammar):
                 if not attrs or _CALL_KEYS.isdisjoint(attrs):
                     continue  # neither calls nor (see _CALLS_WITH_OPERANDS) takes its callee's parameters
                 for key, value in attrs.items():
-                    kind = A.INSTRUCTION_ATTRS.get(key)
-                    if kind == A.COMP:
+                    kind = hlo_attrs.INSTRUCTION_ATTRS.get(key)
+                    if kind == hlo_attrs.COMP:
                         refs = [value]
-                    elif kind == A.COMPS:
+                    elif kind == hlo_attrs.COMPS:
                         refs = value
                     else:
                         continue
@@ -649,7 +649,7 @@ class _Parser(AttributeGrammar):
 
 
 # ---------------------------------------------------------------------- shardings
-def parse_sharding(text: str) -> A.Sharding:
+def parse_sharding(text: str) -> hlo_attrs.Sharding:
     """Parse the braces of `sharding={...}` (HloSharding::ToString); ValueError when bad."""
     parser = _Parser(text, "<sharding>")
     try:
@@ -673,7 +673,7 @@ def parse_shape_prefix(text: str, pos: int = 0) -> tuple[Shape, int]:
     return shape, parser.p
 
 
-def parse_window(text: str) -> A.Window:
+def parse_window(text: str) -> hlo_attrs.Window:
     """Parse the braces of `window={...}` (Window ToString); ValueError when bad."""
     parser = _Parser(text, "<window>")
     try:

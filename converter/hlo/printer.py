@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.escapes import c_escape
 from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, layout_to_text, shape_to_text  # noqa: F401  (printed as XLA does)
 
@@ -91,13 +91,13 @@ def literal_to_text(value: Any, shape: Shape, elided: bool = False) -> str:
 
 
 # --------------------------------------------------------------------- attributes
-def _groups_text(groups: A.ReplicaGroups) -> str:
+def _groups_text(groups: attrs.ReplicaGroups) -> str:
     if groups.iota is not None:
         return _iota_text(groups.iota)
     return "{" + ",".join("{" + ",".join(str(d) for d in g) + "}" for g in groups.groups) + "}"
 
 
-def _iota_text(iota: A.IotaDeviceList) -> str:
+def _iota_text(iota: attrs.IotaDeviceList) -> str:
     text = "[" + ",".join(map(str, iota.shape)) + "]<=[" + ",".join(map(str, iota.reshape_dims)) + "]"
     if iota.transpose:
         text += "T(" + ",".join(map(str, iota.transpose)) + ")"
@@ -108,15 +108,15 @@ def _quoted_single(name: str) -> str:
     return "'" + c_escape(name).replace("'", "\\'") + "'"
 
 
-def _axis_ref_text(ref: A.MeshAxisRef) -> str:
+def _axis_ref_text(ref: attrs.MeshAxisRef) -> str:
     return _quoted_single(ref.name) + (f":({ref.pre_size}){ref.size}" if ref.is_sub_axis else "")
 
 
-def _axis_refs_text(refs: tuple[A.MeshAxisRef, ...]) -> str:
+def _axis_refs_text(refs: tuple[attrs.MeshAxisRef, ...]) -> str:
     return "{" + ", ".join(_axis_ref_text(r) for r in refs) + "}"
 
 
-def mesh_to_text(mesh: A.Mesh) -> str:
+def mesh_to_text(mesh: attrs.Mesh) -> str:
     text = "mesh[" + ",".join(f"{_quoted_single(a)}={n}" for a, n in mesh.axes) + "]"
     if mesh.device_iota is not None:
         iota = mesh.device_iota
@@ -129,7 +129,7 @@ def mesh_to_text(mesh: A.Mesh) -> str:
     return text
 
 
-def _named_sharding_text(ns: A.NamedSharding, metadata: str) -> str:
+def _named_sharding_text(ns: attrs.NamedSharding, metadata: str) -> str:
     if ns.kind == "maximal":
         parts = [f"maximal_mesh[device_id={ns.maximal_device}]"]
     else:
@@ -149,7 +149,7 @@ def _named_sharding_text(ns: A.NamedSharding, metadata: str) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def sharding_to_text(sh: A.Sharding) -> str:
+def sharding_to_text(sh: attrs.Sharding) -> str:
     if sh.named is not None:
         return _named_sharding_text(sh.named, sh.metadata)
     if sh.kind == "tuple":
@@ -181,13 +181,13 @@ def _number_text(v: float) -> str:
     return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else repr(float(v))
 
 
-def _statistics_text(st: A.Statistics) -> str:
+def _statistics_text(st: attrs.Statistics) -> str:
     if st.visualizing_index < 0:
         return "{}"
     return "{" + ",".join([f"visualizing_index={st.visualizing_index}"] + [f"{k}={_number_text(v)}" for k, v in st.stats]) + "}"
 
 
-def _result_accuracy_text(ra: A.ResultAccuracy) -> str:
+def _result_accuracy_text(ra: attrs.ResultAccuracy) -> str:
     if ra.mode:
         return "{mode=" + ra.mode + "}"
     return "{tolerance={" + ",".join(f"{k}={_number_text(v)}" for k, v in ra.tolerance) + "}}"
@@ -202,7 +202,7 @@ def _origin_tree_text(tree: Any) -> str:
     return '{"' + c_escape(tree.instruction) + '"' + index + "}"
 
 
-def _origin_text(origin: A.Origin) -> str:
+def _origin_text(origin: attrs.Origin) -> str:
     if origin.synthetic_call:
         return "{[synthetic_call]}"
     text = _origin_tree_text(origin.tree)
@@ -211,7 +211,7 @@ def _origin_text(origin: A.Origin) -> str:
     return "{" + text + "}"
 
 
-def _domain_text(d: A.Domain) -> str:
+def _domain_text(d: attrs.Domain) -> str:
     parts = [f'kind="{c_escape(d.kind)}"']
     if d.entry is not None:
         parts.append("entry=" + sharding_to_text(d.entry))
@@ -224,7 +224,7 @@ def _operand_configs_text(configs: dict) -> str:
     return "{" + " ".join(f"{k}={_operand_configs_text(v) if isinstance(v, dict) else v}" for k, v in configs.items()) + "}"
 
 
-def _literal_attr_text(lit: A.LiteralAttr) -> str:
+def _literal_attr_text(lit: attrs.LiteralAttr) -> str:
     if lit.shape.is_tuple:
         return "( " + ", ".join(_literal_attr_text(e) for e in lit.value) + " )"
     shape = lit.shape
@@ -234,7 +234,7 @@ def _literal_attr_text(lit: A.LiteralAttr) -> str:
     return shape_to_text(shape) + " " + literal_to_text(lit.value, shape, lit.value is None)
 
 
-def _window_text(w: A.Window) -> str:
+def _window_text(w: attrs.Window) -> str:
     if not w.dims:
         return "{}"
     parts = ["size=" + "x".join(str(d.size) for d in w.dims)]
@@ -259,46 +259,46 @@ def _frontend_text(fa: dict) -> str:
     def key(k: str) -> str:  # keys are identifiers; anything else was written quoted
         return k if re.fullmatch(r"[A-Za-z_][\w.\-]*", k) else '"' + c_escape(k) + '"'
 
-    return "{" + ",".join(f"{key(k)}={v.text}" if isinstance(v, A.Raw) else f'{key(k)}="{c_escape(v)}"'
+    return "{" + ",".join(f"{key(k)}={v.text}" if isinstance(v, attrs.Raw) else f'{key(k)}="{c_escape(v)}"'
                           for k, v in fa.items()) + "}"
 
 
 ATTR_PRINTERS: dict[str, Callable[[Any], str]] = {
-    A.INT: str,
-    A.FLOAT: repr,
-    A.BOOL: lambda v: "true" if v else "false",
-    A.IDENT: str,
-    A.STRING: lambda v: '"' + c_escape(v) + '"',
-    A.INTS: lambda v: "{" + ",".join(map(str, v)) + "}",
-    A.IDENTS: lambda v: "{" + ",".join(v) + "}",
-    A.NAMES: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
-    A.COMP: lambda v: "%" + v,
-    A.COMPS: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
-    A.SLICE: lambda v: "{" + ", ".join(
+    attrs.INT: str,
+    attrs.FLOAT: repr,
+    attrs.BOOL: lambda v: "true" if v else "false",
+    attrs.IDENT: str,
+    attrs.STRING: lambda v: '"' + c_escape(v) + '"',
+    attrs.INTS: lambda v: "{" + ",".join(map(str, v)) + "}",
+    attrs.IDENTS: lambda v: "{" + ",".join(v) + "}",
+    attrs.NAMES: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
+    attrs.COMP: lambda v: "%" + v,
+    attrs.COMPS: lambda v: "{" + ", ".join("%" + n for n in v) + "}",
+    attrs.SLICE: lambda v: "{" + ", ".join(
         f"[{d.start}:{d.limit}" + (f":{d.stride}]" if d.stride != 1 else "]") for d in v) + "}",
-    A.PADDING: lambda v: "x".join(
+    attrs.PADDING: lambda v: "x".join(
         f"{d.low}_{d.high}" + (f"_{d.interior}" if d.interior else "") for d in v),
-    A.WINDOW: _window_text,
-    A.DIM_LABELS: lambda v: v.text,
-    A.GROUPS: _groups_text,
-    A.PAIRS: lambda v: "{" + ",".join("{" + f"{a},{b}" + "}" for a, b in v) + "}",
-    A.SHARDING: sharding_to_text,
-    A.FRONTEND: _frontend_text,
-    A.BACKEND: lambda v: v.raw,
-    A.SHAPES: lambda v: "{" + ", ".join(shape_to_text(s) for s in v) + "}",
-    A.OUT_ALIAS: lambda v: "{" + ", ".join(
+    attrs.WINDOW: _window_text,
+    attrs.DIM_LABELS: lambda v: v.text,
+    attrs.GROUPS: _groups_text,
+    attrs.PAIRS: lambda v: "{" + ",".join("{" + f"{a},{b}" + "}" for a, b in v) + "}",
+    attrs.SHARDING: sharding_to_text,
+    attrs.FRONTEND: _frontend_text,
+    attrs.BACKEND: lambda v: v.raw,
+    attrs.SHAPES: lambda v: "{" + ", ".join(shape_to_text(s) for s in v) + "}",
+    attrs.OUT_ALIAS: lambda v: "{" + ", ".join(
         f"{_index_text(a.output_index)}: ({a.operand}, {_index_text(a.operand_index)})" for a in v) + "}",
-    A.SHAPE: shape_to_text,
-    A.BOOLS: lambda v: "{" + ",".join("true" if b else "false" for b in v) + "}",
-    A.INTS_OR_LISTS: lambda v: "{" + ",".join(
+    attrs.SHAPE: shape_to_text,
+    attrs.BOOLS: lambda v: "{" + ",".join("true" if b else "false" for b in v) + "}",
+    attrs.INTS_OR_LISTS: lambda v: "{" + ",".join(
         "{" + ",".join(map(str, x)) + "}" if isinstance(x, (list, tuple)) else str(x) for x in v) + "}",
-    A.STATISTICS: _statistics_text,
-    A.RESULT_ACCURACY: _result_accuracy_text,
-    A.ORIGIN: _origin_text,
-    A.DOMAIN: _domain_text,
-    A.LITERAL: _literal_attr_text,
-    A.OPERAND_CONFIGS: _operand_configs_text,
-    A.RAW_BRACED: lambda v: v.text,
+    attrs.STATISTICS: _statistics_text,
+    attrs.RESULT_ACCURACY: _result_accuracy_text,
+    attrs.ORIGIN: _origin_text,
+    attrs.DOMAIN: _domain_text,
+    attrs.LITERAL: _literal_attr_text,
+    attrs.OPERAND_CONFIGS: _operand_configs_text,
+    attrs.RAW_BRACED: lambda v: v.text,
     "shardings": lambda v: "{" + ", ".join(sharding_to_text(s) for s in v) + "}",
     "io_alias": lambda v: "{ " + ", ".join(
         f"{_index_text(a.output_index)}: ({a.parameter}, {_index_text(a.parameter_index)}"
@@ -310,10 +310,10 @@ ATTR_PRINTERS: dict[str, Callable[[Any], str]] = {
 
 
 def attr_to_text(key: str, value: Any, table: dict[str, str]) -> str:
-    if isinstance(value, A.Raw):
+    if isinstance(value, attrs.Raw):
         return f"{key}={value.text}"
     kind = table[key]
-    if kind == A.COMPS and key == "calls" and len(value) == 1:
+    if kind == attrs.COMPS and key == "calls" and len(value) == 1:
         return f"calls=%{value[0]}"
     return f"{key}={ATTR_PRINTERS[kind](value)}"
 
@@ -329,7 +329,7 @@ def metadata_to_text(md: Metadata) -> str:
     if md.source_line:
         parts.append(f"source_line={md.source_line}")
     for k, v in md.extra.items():
-        parts.append(f'{k}="{c_escape(v)}"' if isinstance(v, str) else f"{k}={v.text if isinstance(v, A.Raw) else v}")
+        parts.append(f'{k}="{c_escape(v)}"' if isinstance(v, str) else f"{k}={v.text if isinstance(v, attrs.Raw) else v}")
     if md.stack_frame_id:
         parts.append(f"stack_frame_id={md.stack_frame_id}")
     return "{" + " ".join(parts) + "}"
@@ -348,7 +348,7 @@ def instruction_to_text(instr: Instruction) -> str:
                          for n, s in zip(instr.operands, shapes))
     parts = [head + body + ")"]
     for key, value in instr.attrs.items():
-        parts.append(attr_to_text(key, value, A.INSTRUCTION_ATTRS))
+        parts.append(attr_to_text(key, value, attrs.INSTRUCTION_ATTRS))
     if instr.metadata is not None:
         parts.append("metadata=" + metadata_to_text(instr.metadata))
     return ", ".join(parts)
@@ -386,7 +386,7 @@ def stack_frames_to_text(sf: StackFrames) -> str:
 def module_to_text(module: Module) -> str:
     header = "HloModule " + module.name
     for key, value in module.attrs.items():
-        header += ", " + attr_to_text(key, value, A.MODULE_ATTRS)
+        header += ", " + attr_to_text(key, value, attrs.MODULE_ATTRS)
     parts = [header]
     if not module.stack_frames.is_empty():
         parts.append(stack_frames_to_text(module.stack_frames))

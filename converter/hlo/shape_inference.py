@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Layout, Shape, UNBOUNDED
 
 SAME_AS_OPERAND_0 = frozenset({
@@ -93,7 +93,7 @@ def infer_shape(opcode: str, operands: list[Shape], attrs: dict[str, Any],
         dims[d] = sum(s.dims[d] for s in operands)
         return _like(x, dims=tuple(dims))
     if opcode == "pad":
-        config: list[A.PaddingDim] = attrs["padding"]
+        config: list[hlo_attrs.PaddingDim] = attrs["padding"]
         dims = tuple(p.low + p.high + n + p.interior * max(n - 1, 0) for n, p in zip(x.dims, config))
         return _like(x, dims=dims)
     if opcode in ("reduce", "reduce-window"):
@@ -103,7 +103,7 @@ def infer_shape(opcode: str, operands: list[Shape], attrs: dict[str, Any],
             drop = set(attrs["dimensions"])
             dims = tuple(s for i, s in enumerate(x.dims) if i not in drop)
         else:
-            window: A.Window = attrs.get("window", A.Window(()))
+            window: hlo_attrs.Window = attrs.get("window", hlo_attrs.Window(()))
             dims = tuple(_window_output(s, w) for s, w in zip(x.dims, window.dims)) if window.dims else x.dims
         results = [_like(x, init.element_type, dims) for init in inits]
         return results[0] if n == 1 else Shape("tuple", tuple_shapes=tuple(results))
@@ -145,7 +145,7 @@ def infer_shape(opcode: str, operands: list[Shape], attrs: dict[str, Any],
     raise ValueError(f"the shape of '{opcode}' cannot be inferred here; write it")
 
 
-def _window_output(size: int, w: A.WindowDim) -> int:
+def _window_output(size: int, w: hlo_attrs.WindowDim) -> int:
     if size == UNBOUNDED:
         return UNBOUNDED
     dilated = (size - 1) * w.lhs_dilation + 1 if size else 0
@@ -234,7 +234,7 @@ def _shape_problem(opcode: str, shape: Shape, operands: list[Shape], attrs: dict
             if s.is_array and s.dims:
                 return f"init value {i} is {_dims_text(s)}, not a scalar"
         if opcode == "reduce-window":
-            window: A.Window = attrs.get("window", A.Window(()))
+            window: hlo_attrs.Window = attrs.get("window", hlo_attrs.Window(()))
             if window.dims and len(window.dims) != x.rank:
                 return f"the window has {len(window.dims)} dimensions, the input {x.rank}"
         if shape.is_tuple and n > 1:  # variadic: each result as XLA infers it
@@ -260,7 +260,7 @@ def _shape_problem(opcode: str, shape: Shape, operands: list[Shape], attrs: dict
             return f"broadcast of {_dims_text(x)} to {_dims_text(shape)} with dimensions={{{','.join(map(str, dims))}}}: the sizes disagree"
         return None
     if opcode == "slice":
-        slices: list[A.SliceDim] = attrs.get("slice", [])
+        slices: list[hlo_attrs.SliceDim] = attrs.get("slice", [])
         if len(slices) != x.rank:
             return f"slice has {len(slices)} ranges for an operand of rank {x.rank}"
         want = tuple(max(0, -(-(s.limit - s.start) // s.stride)) if s.stride > 0 else -1 for s in slices)
@@ -304,7 +304,7 @@ def _shape_problem(opcode: str, shape: Shape, operands: list[Shape], attrs: dict
 def _convolution_problem(shape: Shape, lhs: Shape, rhs: Shape, attrs: dict[str, Any]) -> str | None:
     """The result dimensions XLA's shape inference gives a convolution, against those written."""
     labels = attrs.get("dim_labels")
-    if not isinstance(labels, A.ConvDimLabels) or max(labels.input_spatial + (labels.input_batch, labels.input_feature),
+    if not isinstance(labels, hlo_attrs.ConvDimLabels) or max(labels.input_spatial + (labels.input_batch, labels.input_feature),
                                                        default=0) >= lhs.rank:
         return None
     if max(labels.kernel_spatial + (labels.kernel_input_feature, labels.kernel_output_feature), default=0) >= rhs.rank \
@@ -314,9 +314,9 @@ def _convolution_problem(shape: Shape, lhs: Shape, rhs: Shape, attrs: dict[str, 
     if lhs.dims[labels.input_feature] != rhs.dims[labels.kernel_input_feature] * groups:
         return (f"the input's {lhs.dims[labels.input_feature]} features are not the kernel's "
                 f"{rhs.dims[labels.kernel_input_feature]} input features x feature_group_count={groups}")
-    window: A.Window = attrs.get("window", A.Window(()))
+    window: hlo_attrs.Window = attrs.get("window", hlo_attrs.Window(()))
     spatial = len(labels.input_spatial)
-    dims = window.dims or tuple(A.WindowDim(rhs.dims[d]) for d in labels.kernel_spatial)
+    dims = window.dims or tuple(hlo_attrs.WindowDim(rhs.dims[d]) for d in labels.kernel_spatial)
     if len(dims) != spatial:
         return f"the window has {len(dims)} dimensions, the convolution {spatial} spatial ones"
     want = [0] * shape.rank

@@ -7,21 +7,21 @@ import re
 
 import numpy as np
 
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.lexer import Cursor, _RE_GROUP, _RE_GROUPS, _RE_IDENT, _W
 
 
-def groups_from_iota(iota: A.IotaDeviceList) -> A.ReplicaGroups:
+def groups_from_iota(iota: attrs.IotaDeviceList) -> attrs.ReplicaGroups:
     ids = iota.device_ids()
     if len(iota.shape) != 2:
         raise ValueError("iota replica groups need a 2-D [groups, group size] shape")
     g, n = iota.shape
-    return A.ReplicaGroups(tuple(tuple(ids[i * n : (i + 1) * n]) for i in range(g)), iota)
+    return attrs.ReplicaGroups(tuple(tuple(ids[i * n : (i + 1) * n]) for i in range(g)), iota)
 
 
 class ShardingGrammar(Cursor):
     # ------------------------------------------------------------- meshes (V3)
-    def mesh(self) -> A.Mesh:
+    def mesh(self) -> attrs.Mesh:
         """`mesh['x'=2,'y'=4]`, then optionally `, device_ids=(0,2,1,3)` or
         `, device_ids=([2,2]T(1,0))`.  Axis names are single-quoted strings."""
         start = self.skip(self.p)
@@ -57,20 +57,20 @@ class ShardingGrammar(Cursor):
                 perm = tuple(int(x) for x in m.group(2).split(",")) if m.group(2) else ()
                 if perm and sorted(perm) != list(range(len(reshape))):
                     raise self.error("a permutation", p, f"'{m.group(0)}'")
-                iota = A.IotaDeviceList(tuple(n for _, n in axes), reshape, perm)
+                iota = attrs.IotaDeviceList(tuple(n for _, n in axes), reshape, perm)
             else:
                 ids = [self.int_()]
                 while self.accept(","):
                     ids.append(self.int_())
                 device_ids = tuple(ids)
             self.expect(")")
-        mesh = A.Mesh(tuple(axes), device_ids, iota)
+        mesh = attrs.Mesh(tuple(axes), device_ids, iota)
         n = int(np.prod([size for _, size in axes])) if axes else 1
         if (device_ids and len(device_ids) != n) or (iota is not None and int(np.prod(iota.reshape_dims)) != n):
             raise self.error("", start, f"the mesh has {n} devices but lists {len(mesh.devices())} device ids")
         return mesh
 
-    def axis_ref(self) -> A.MeshAxisRef:
+    def axis_ref(self) -> attrs.MeshAxisRef:
         """`'x'` or the sub-axis `'x':(pre_size)size`."""
         name = self.string()
         p = self.skip(self.p)
@@ -81,12 +81,12 @@ class ShardingGrammar(Cursor):
             self.p = m.end()
             if int(m.group(1)) < 1 or int(m.group(2)) < 1:
                 raise self.error("a sub-axis of positive sizes", p)
-            return A.MeshAxisRef(name, int(m.group(1)), int(m.group(2)))
-        return A.MeshAxisRef(name)
+            return attrs.MeshAxisRef(name, int(m.group(1)), int(m.group(2)))
+        return attrs.MeshAxisRef(name)
 
-    def axis_refs(self) -> tuple[A.MeshAxisRef, ...]:
+    def axis_refs(self) -> tuple[attrs.MeshAxisRef, ...]:
         self.expect("{")
-        refs: list[A.MeshAxisRef] = []
+        refs: list[attrs.MeshAxisRef] = []
         if not self.accept("}"):
             while True:
                 refs.append(self.axis_ref())
@@ -95,7 +95,7 @@ class ShardingGrammar(Cursor):
                 self.expect(",")
         return tuple(refs)
 
-    def mesh_groups(self) -> A.ReplicaGroups:
+    def mesh_groups(self) -> attrs.ReplicaGroups:
         """`mesh['x'=2,'y'=2] {'y'}`: groups of the devices that differ only along the
         listed axes (see converter.hlo.mesh.replica_groups)."""
         from converter.hlo.mesh import replica_groups
@@ -108,7 +108,7 @@ class ShardingGrammar(Cursor):
             groups = replica_groups(mesh, refs)
         except ValueError as e:
             raise self.error("", refs_pos, f"bad mesh replica groups: {e}") from None
-        return A.ReplicaGroups(groups, mesh_text=self.s[start : self.p], mesh=mesh, mesh_axes=refs)
+        return attrs.ReplicaGroups(groups, mesh_text=self.s[start : self.p], mesh=mesh, mesh_axes=refs)
 
     def v_pairs(self) -> list[tuple[int, int]]:
         m = self.regex(_RE_GROUPS, "source-target pairs '{{0,1},{1,2}}'")
@@ -124,7 +124,7 @@ class ShardingGrammar(Cursor):
     _RE_SHARDING_ITEM = re.compile(r"(replicated|manual|unknown|unreduced|maximal|last_tile_dim_replicate"
                                    r"|shard_as|shard_like)(?![\w.\-])|(devices|device|last_tile_dims|metadata)=")
 
-    def v_sharding(self) -> A.Sharding:
+    def v_sharding(self) -> attrs.Sharding:
         """`{replicated}`, `{devices=[2,1]<=[2] last_tile_dim_replicate metadata={...}}`,
         a tuple `{{...}, {...}}`, a mesh sharding `{mesh[...], [...]}`, ..."""
         start = self.skip(self.p)
@@ -133,13 +133,13 @@ class ShardingGrammar(Cursor):
         s = self.s
         if s.startswith("}", p):
             self.p = p + 1
-            return A.Sharding("tuple")
+            return attrs.Sharding("tuple")
         if s.startswith("{", p):
             elements = [self.v_sharding()]
             while self.accept(","):
                 elements.append(self.v_sharding())
             self.expect("}")
-            return A.Sharding("tuple", elements=tuple(elements))
+            return attrs.Sharding("tuple", elements=tuple(elements))
         if s.startswith("mesh", p) or s.startswith("maximal_mesh", p):
             return self.named_sharding(start)
         kind = ""
@@ -188,23 +188,23 @@ class ShardingGrammar(Cursor):
         if kind == "maximal":
             if device < 0:
                 raise self.error("", start, "a maximal sharding needs 'device=N'")
-            return A.Sharding("maximal", device=device, shard_group=group, metadata=metadata)
+            return attrs.Sharding("maximal", device=device, shard_group=group, metadata=metadata)
         if device >= 0:
             raise self.error("", start, "'device=' belongs to a maximal sharding")
         if kind:
             if tile_dims:
                 raise self.error("", start, f"a {kind} sharding has no 'devices='")
-            return A.Sharding(kind, shard_group=group, metadata=metadata)
+            return attrs.Sharding(kind, shard_group=group, metadata=metadata)
         if not tile_dims:
             raise self.error("", start, "a sharding needs 'replicated', 'manual', 'maximal', 'devices=' or another kind")
         if replicate and last_tile_dims:
             raise self.error("", start, "last_tile_dim_replicate and last_tile_dims= together")
         if len(tile_dims) < len(last_tile_dims) + replicate:
             raise self.error("", start, "more subgroup dimensions than tile dimensions")
-        return A.Sharding("tiled", tile_dims, devices, iota, replicate, last_tile_dims,
+        return attrs.Sharding("tiled", tile_dims, devices, iota, replicate, last_tile_dims,
                           shard_group=group, metadata=metadata)
 
-    def tile_assignment(self, pos: int) -> tuple[tuple[int, ...], tuple[int, ...], A.IotaDeviceList | None]:
+    def tile_assignment(self, pos: int) -> tuple[tuple[int, ...], tuple[int, ...], attrs.IotaDeviceList | None]:
         """`[2,2]<=[4]`, `[2,2]<=[2,2]T(1,0)` or `[2,2]0,2,1,3` after `devices=`."""
         m = self.regex(re.compile(r"\[([\d,\s]+)\]"), "tile dimensions '[2,2]'")
         tile_dims = tuple(int(x) for x in m.group(1).split(","))
@@ -219,7 +219,7 @@ class ShardingGrammar(Cursor):
             perm = tuple(int(x) for x in im.group(2).split(",")) if im.group(2) else ()
             if perm and sorted(perm) != list(range(len(reshape))):
                 raise self.error("a permutation", q, f"'{im.group(0)}'")
-            iota = A.IotaDeviceList(tile_dims, reshape, perm)
+            iota = attrs.IotaDeviceList(tile_dims, reshape, perm)
             if int(np.prod(reshape)) != int(np.prod(tile_dims)):
                 raise self.error("", pos, f"{int(np.prod(reshape))} devices for a {list(tile_dims)} tile assignment")
             return tile_dims, tuple(iota.device_ids()), iota
@@ -230,7 +230,7 @@ class ShardingGrammar(Cursor):
             raise self.error("", pos, f"{len(devices)} devices for a {list(tile_dims)} tile assignment")
         return tile_dims, tuple(devices), iota
 
-    def named_sharding(self, start: int) -> A.Sharding:
+    def named_sharding(self, start: int) -> attrs.Sharding:
         """After `{`: `mesh[...]` (+ device ids), then `, [{'x'}, {}]` (per dimension) or
         `, replicated` / `, manual` / `, unreduced`, then `, replicated={'y'}`-style axis
         lists and `, metadata={{...}}`; or `maximal_mesh[device_id=N]`."""
@@ -244,12 +244,12 @@ class ShardingGrammar(Cursor):
             if m is None:
                 raise self.error("'maximal_mesh[device_id=N]'", p)
             self.p = m.end()
-            named = A.NamedSharding(None, kind="maximal", maximal_device=int(m.group(1)))
+            named = attrs.NamedSharding(None, kind="maximal", maximal_device=int(m.group(1)))
         else:
             mesh = self.mesh()
-            dims: list[tuple[tuple[A.MeshAxisRef, ...], bool]] = []
+            dims: list[tuple[tuple[attrs.MeshAxisRef, ...], bool]] = []
             kind = ""
-            lists: dict[str, tuple[A.MeshAxisRef, ...]] = {}
+            lists: dict[str, tuple[attrs.MeshAxisRef, ...]] = {}
             while self.accept(","):
                 q = self.skip(self.p)
                 if s.startswith("[", q):
@@ -275,7 +275,7 @@ class ShardingGrammar(Cursor):
                 else:
                     self.p += 1
                     lists[word.group(0)] = self.axis_refs()
-            named = A.NamedSharding(mesh, tuple(dims), kind, lists.get("replicated", ()),
+            named = attrs.NamedSharding(mesh, tuple(dims), kind, lists.get("replicated", ()),
                                     lists.get("unreduced", ()), lists.get("manual", ()))
         q = self.skip(self.p)
         if s.startswith(",", q) and not metadata:
@@ -289,10 +289,10 @@ class ShardingGrammar(Cursor):
         except ValueError as e:
             raise self.error("", start, f"bad mesh sharding: {e}") from None
 
-    def dim_sharding(self) -> tuple[tuple[A.MeshAxisRef, ...], bool]:
+    def dim_sharding(self) -> tuple[tuple[attrs.MeshAxisRef, ...], bool]:
         """`{'x', 'y'}`, `{'x', ?}` (open: may be split further) or `{?}`."""
         self.expect("{")
-        refs: list[A.MeshAxisRef] = []
+        refs: list[attrs.MeshAxisRef] = []
         is_open = False
         if not self.accept("}"):
             while True:
@@ -306,7 +306,7 @@ class ShardingGrammar(Cursor):
                 self.expect(",")
         return tuple(refs), is_open
 
-    def v_shardings(self) -> list[A.Sharding]:
+    def v_shardings(self) -> list[attrs.Sharding]:
         sharding = self.v_sharding()
         return list(sharding.elements) if sharding.kind == "tuple" else [sharding]
 

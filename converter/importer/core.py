@@ -17,7 +17,7 @@ from jaxlib.mlir.dialects import func, stablehlo
 
 from converter.hlo import dtypes
 from converter.common.errors import ConverterError
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
@@ -196,7 +196,7 @@ class ModuleImporter:
                 if key in hlo.attrs:
                     from converter.hlo.printer import attr_to_text
 
-                    text = attr_to_text(key, hlo.attrs[key], A.MODULE_ATTRS).split("=", 1)[1]
+                    text = attr_to_text(key, hlo.attrs[key], hlo_attrs.MODULE_ATTRS).split("=", 1)[1]
                     attrs[f"hlo.{key}"] = ir.StringAttr.get(text)
             if hlo.attrs.get("is_scheduled"):
                 # After XLA's layout assignment: instruction layouts are physical (a
@@ -343,8 +343,8 @@ def _symbol(name: str) -> str:
     return name.replace("%", "")
 
 
-def _leaf_shardings(sharding: Any, count: int) -> list[A.Sharding | None]:
-    if not isinstance(sharding, A.Sharding):
+def _leaf_shardings(sharding: Any, count: int) -> list[hlo_attrs.Sharding | None]:
+    if not isinstance(sharding, hlo_attrs.Sharding):
         return [None] * count
     if sharding.kind == "tuple":
         leaves = list(sharding.elements)
@@ -355,11 +355,11 @@ def _leaf_shardings(sharding: Any, count: int) -> list[A.Sharding | None]:
 class ComputationImporter:
     """Imports one computation's instructions at the current insertion point."""
 
-    def __init__(self, mi: ModuleImporter, comp: Computation, args: Sequence[Values]):
-        self.mi = mi
+    def __init__(self, module_importer: ModuleImporter, comp: Computation, args: Sequence[Values]):
+        self.module_importer = module_importer
         self.comp = comp
         if len(args) != len(comp.parameters):
-            raise mi.error(f"computation '{comp.name}' takes {len(comp.parameters)} parameters, called with {len(args)}")
+            raise module_importer.error(f"computation '{comp.name}' takes {len(comp.parameters)} parameters, called with {len(args)}")
         self.args = args
         self.values: dict[str, Values] = {}
 
@@ -376,21 +376,21 @@ class ComputationImporter:
 
     def run(self) -> Values:
         values = self.values
-        mi = self.mi
+        module_importer = self.module_importer
         comp = self.comp
         by_name = comp.by_name
-        location = mi.location
-        taps = mi.tap_plan is not None
-        ctx = RuleContext(mi, self)
+        location = module_importer.location
+        taps = module_importer.tap_plan is not None
+        ctx = RuleContext(module_importer, self)
         for instr in comp.instructions:
             if instr.opcode == "parameter":
                 values[instr.name] = list(self.args[instr.parameter_number])
                 if taps:
-                    mi.record_tap(instr.name, values[instr.name])
+                    module_importer.record_tap(instr.name, values[instr.name])
                 continue
             rule = find_rule(instr.opcode)
             if rule is None:
-                raise mi.error(f"no import rule for opcode '{instr.opcode}'", instr)
+                raise module_importer.error(f"no import rule for opcode '{instr.opcode}'", instr)
             operands: list[Any] = []
             for name in instr.operands:
                 leaves = values.get(name)
@@ -415,14 +415,14 @@ class ComputationImporter:
                     elif type(out) is not list:
                         out = list(out)
                     if natural is not None:
-                        out = [_convert(v, t) for v, t in zip(out, mi.leaf_types(instr.shape))]
+                        out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(instr.shape))]
             except HloImportError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
-                raise mi.error(f"cannot import: {e}", instr) from e
+                raise module_importer.error(f"cannot import: {e}", instr) from e
             values[instr.name] = out
             if taps:
-                mi.record_tap(instr.name, out)
+                module_importer.record_tap(instr.name, out)
         return values[comp.root.name]
 
 
@@ -478,11 +478,11 @@ def _convert(value: ir.Value, t: ir.Type) -> ir.Value:
 class RuleContext:
     """What an import rule sees besides its operands: the instruction and the importer."""
 
-    __slots__ = ("mi", "ci", "instr", "attrs", "shape")
+    __slots__ = ("module_importer", "computation_importer", "instr", "attrs", "shape")
 
-    def __init__(self, mi: ModuleImporter, ci: ComputationImporter):
-        self.mi = mi
-        self.ci = ci
+    def __init__(self, module_importer: ModuleImporter, computation_importer: ComputationImporter):
+        self.module_importer = module_importer
+        self.computation_importer = computation_importer
         self.instr: Instruction = None  # type: ignore[assignment]
         self.attrs: dict[str, Any] = {}
         self.shape: Shape = None  # type: ignore[assignment]
@@ -492,37 +492,37 @@ class RuleContext:
         return self.instr.opcode
 
     def error(self, message: str) -> HloImportError:
-        return self.mi.error(message, self.instr)
+        return self.module_importer.error(message, self.instr)
 
     def operand_shape(self, i: int) -> Shape:
-        return self.ci.comp.operand_shape(self.instr.operands[i])
+        return self.computation_importer.comp.operand_shape(self.instr.operands[i])
 
     def operand_instruction(self, i: int) -> Instruction:
         """The instruction producing operand i (for a compact `x#1` operand: x, whose
         tuple element 1 the operand is; see operand_shape for the operand's own shape)."""
-        return self.ci.comp.producer(self.instr.operands[i])
+        return self.computation_importer.comp.producer(self.instr.operands[i])
 
     def result_type(self, shape: Shape | None = None) -> ir.Type:
         shape = shape or self.shape
         if shape.element_type in NOT_ARRAYS:
             raise self.error(f"expected an array result, got {shape_to_text(shape)}")
-        return self.mi.leaf_types(shape)[0]
+        return self.module_importer.leaf_types(shape)[0]
 
     def result_types(self, shape: Shape | None = None) -> list[ir.Type]:
-        return self.mi.leaf_types(shape or self.shape)
+        return self.module_importer.leaf_types(shape or self.shape)
 
     def tensor_type(self, shape: Shape) -> ir.Type:
-        return self.mi.tensor_type(shape)
+        return self.module_importer.tensor_type(shape)
 
     def computation(self, name: str) -> Computation:
-        comp = self.mi.hlo.by_name.get(name)
+        comp = self.module_importer.hlo.by_name.get(name)
         if comp is None:
             raise self.error(f"calls unknown computation '{name}'")
         return comp
 
     def inline(self, comp_name: str, args: Sequence[Values]) -> Values:
         """Import computation `comp_name` here with `args` (leaves per parameter)."""
-        return ComputationImporter(self.mi, self.computation(comp_name), args).run()
+        return ComputationImporter(self.module_importer, self.computation(comp_name), args).run()
 
     def region(self, region: ir.Region, comp_name: str, arg_types: Sequence[Sequence[ir.Type]]) -> None:
         """Fill `region` with one block importing `comp_name`; block arguments have
@@ -535,14 +535,14 @@ class RuleContext:
             args.append(list(block.arguments)[i : i + len(group)])
             i += len(group)
         with ir.InsertionPoint(block):
-            results = ComputationImporter(self.mi, comp, args).run()
-            with self.mi.location(comp.root):
+            results = ComputationImporter(self.module_importer, comp, args).run()
+            with self.module_importer.location(comp.root):
                 stablehlo.ReturnOp(results)
 
     def scalar_region_types(self, comp_name: str) -> list[list[ir.Type]]:
         """Block argument types for a reducer-like computation, from its parameters."""
         comp = self.computation(comp_name)
-        return [self.mi.leaf_types(p.shape) for p in comp.parameters]
+        return [self.module_importer.leaf_types(p.shape) for p in comp.parameters]
 
     def constant(self, value: Any, element_type: str, shape: Sequence[int] = ()) -> ir.Value:
         """A splat or dense constant of an HLO element type."""
@@ -615,7 +615,7 @@ def flat_leaves(operands: Any) -> list[ir.Value]:
 def frontend_attributes(values: dict[str, Any]) -> ir.DictAttr:
     """`frontend_attributes={...}` as the dictionary XLA's importer attaches (braced MLIR
     values such as Shardy meshes stay as their text)."""
-    return ir.DictAttr.get({k: ir.StringAttr.get(v.text if isinstance(v, A.Raw) else v) for k, v in values.items()})
+    return ir.DictAttr.get({k: ir.StringAttr.get(v.text if isinstance(v, hlo_attrs.Raw) else v) for k, v in values.items()})
 
 
 def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None) -> ir.Module:

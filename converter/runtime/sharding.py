@@ -8,15 +8,15 @@ import re
 import numpy as np
 
 from converter.common.errors import ConverterError
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.parser import parse_sharding
 
 
-def _parse(text: str | None) -> A.Sharding | None:
+def _parse(text: str | None) -> attrs.Sharding | None:
     return parse_sharding(text) if text else None
 
 
-def _tile_grid(sh: A.Sharding) -> np.ndarray:
+def _tile_grid(sh: attrs.Sharding) -> np.ndarray:
     return np.array(sh.devices, dtype=np.int64).reshape(sh.tile_dims)
 
 

@@ -6,7 +6,7 @@ import collections
 from typing import Any
 
 from converter.hlo.collectives import group_mode
-from converter.hlo import attrs as A
+from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Module
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.common.textfmt import human_bytes, table
@@ -33,7 +33,7 @@ def collective_mode(opcode: str, attrs: dict[str, Any]) -> str:
         return f"invalid ({e})"
 
 
-def _groups_text(groups: A.ReplicaGroups | None, limit: int = 4) -> str:
+def _groups_text(groups: hlo_attrs.ReplicaGroups | None, limit: int = 4) -> str:
     if groups is None or not groups.groups:
         return "{} (all)"
     shown = ",".join("{" + ",".join(map(str, g)) + "}" for g in groups.groups[:limit])
@@ -89,7 +89,7 @@ def summarize(module: Module) -> dict[str, Any]:
         sh = p.attrs.get("sharding")
         params.append({"index": p.parameter_number, "name": p.name, "shape": shape_to_text(p.shape),
                        "bytes": p.shape.byte_size(),
-                       "sharding": sharding_to_text(sh) if isinstance(sh, A.Sharding) else None})
+                       "sharding": sharding_to_text(sh) if isinstance(sh, hlo_attrs.Sharding) else None})
     elided = [{"name": i.name, "computation": c.name, "shape": shape_to_text(i.shape, False),
                "bytes": i.shape.byte_size(), "line": i.line}
               for c in module.computations for i in c.instructions if i.opcode == "constant" and i.literal_elided]
@@ -97,7 +97,7 @@ def summarize(module: Module) -> dict[str, Any]:
     root_sharding = root.attrs.get("sharding")
     leaves = root.shape.leaves()
     results = [{"index": i, "shape": shape_to_text(s)} for i, s in enumerate(leaves)]
-    if isinstance(root_sharding, A.Sharding):
+    if isinstance(root_sharding, hlo_attrs.Sharding):
         per_leaf = list(root_sharding.elements) if root_sharding.kind == "tuple" else [root_sharding] * len(leaves)
         for r, sh in zip(results, per_leaf):
             r["sharding"] = sharding_to_text(sh)

@@ -46,7 +46,8 @@ import numpy as np
 from jax import lax
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite as rewriting
 from converter.mlir.module_attributes import module_devices
 from passes.lib.plugins import CallAttributes, enclosing_module, inline_jax, rewrite
 
@@ -97,16 +98,15 @@ def pfft_ffi(op: ir.Operation, attrs: CallAttributes) -> list[ir.Value]:
     forward_result = _FORWARD_RESULT_AXES[contiguous][decomposition]
     in_axes, out_axes = (_INPUT_AXES, forward_result) if forward else (forward_result, _INPUT_AXES)
     pre_transposed = not forward and contiguous and decomposition == SLAB_YZ
-    shape = rw.tensor_shape(x)
+    shape = rewriting.tensor_shape(x)
     # Every partition's block, in partition order, within this replica's partitions.
     groups = [[r * partitions + k for k in range(partitions)] for r in range(replicas)]
-    bld = rw.build
-    blocks = bld.op1("stablehlo.all_gather", ir.RankedTensorType.get([partitions, *shape], bld.element_type_of(x)),
-                     [bld.reshape(x, [1, *shape])],
-                     {"all_gather_dim": bld.i64_attr(0), "replica_groups": bld.replica_groups_attr(groups),
-                      "channel_handle": bld.channel_handle(_free_channel(op)),
+    blocks = builders.op1("stablehlo.all_gather", ir.RankedTensorType.get([partitions, *shape], builders.element_type_of(x)),
+                     [builders.reshape(x, [1, *shape])],
+                     {"all_gather_dim": builders.i64_attr(0), "replica_groups": builders.replica_groups_attr(groups),
+                      "channel_handle": builders.channel_handle(_free_channel(op)),
                       "use_global_device_ids": ir.UnitAttr.get()})
-    pid = bld.op1("stablehlo.partition_id", ir.RankedTensorType.get([], ir.IntegerType.get_unsigned(32)), [], {})
+    pid = builders.op1("stablehlo.partition_id", ir.RankedTensorType.get([], ir.IntegerType.get_unsigned(32)), [], {})
     result_shape = attrs.result_shapes[0]
     gdims = [int(g) for g in c.get("gdims", ())]
 
@@ -159,7 +159,7 @@ def _block(y, axes: tuple[int | None, int | None], mesh: tuple[int, int], shape,
 
 def _free_channel(op: ir.Operation) -> int:
     used = [0]
-    for o in rw.walk(enclosing_module(op).opview):
+    for o in rewriting.walk(enclosing_module(op).opview):
         if "channel_handle" in o.attributes:
             used.append(_channel(o.attributes["channel_handle"]))
     return max(used) + 1

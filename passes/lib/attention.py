@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 
 NEG_INF = float("-inf")
 
@@ -123,7 +123,7 @@ class AttentionInputs:
 
 # ------------------------------------------------------------------ small builders
 def _i32(value: int) -> ir.Value:
-    return b.scalar_constant(value, ir.IntegerType.get_signless(32))
+    return builders.scalar_constant(value, ir.IntegerType.get_signless(32))
 
 
 def _f32() -> ir.Type:
@@ -135,37 +135,37 @@ def _i32_type() -> ir.Type:
 
 
 def _full(value: float, shape: list[int], element: ir.Type | None = None) -> ir.Value:
-    return b.scalar_constant(value, element or _f32(), shape)
+    return builders.scalar_constant(value, element or _f32(), shape)
 
 
 def _mul(x, y):
-    return b.binary("multiply", x, y)
+    return builders.binary("multiply", x, y)
 
 
 def _add(x, y):
-    return b.binary("add", x, y)
+    return builders.binary("add", x, y)
 
 
 def _sub(x, y):
-    return b.binary("subtract", x, y)
+    return builders.binary("subtract", x, y)
 
 
 def _bcast(x: ir.Value, shape: list[int], dims: list[int]) -> ir.Value:
-    return b.broadcast_in_dim(x, shape, dims)
+    return builders.broadcast_in_dim(x, shape, dims)
 
 
 def _scalar_mul(x: ir.Value, value: float) -> ir.Value:
-    return _mul(x, _full(value, b.shape_of(x), b.element_type_of(x)))
+    return _mul(x, _full(value, builders.shape_of(x), builders.element_type_of(x)))
 
 
 def _pad_axis(x: ir.Value, axis: int, size: int) -> ir.Value:
     """Zero-pad one axis at its end up to `size`."""
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     if shape[axis] == size:
         return x
     high = [0] * len(shape)
     high[axis] = size - shape[axis]
-    return b.pad(x, [0] * len(shape), high)
+    return builders.pad(x, [0] * len(shape), high)
 
 
 def _for_range(lo: ir.Value, hi: ir.Value, carried: list[ir.Value], invariants: list[ir.Value], body):
@@ -175,27 +175,27 @@ def _for_range(lo: ir.Value, hi: ir.Value, carried: list[ir.Value], invariants: 
     n_carried = len(carried)
 
     def cond(i, *rest):
-        return b.compare(i, rest[0], "LT", "SIGNED")
+        return builders.compare(i, rest[0], "LT", "SIGNED")
 
     def step(i, end, *rest):
         new = body(i, list(rest[:n_carried]), list(rest[n_carried:]))
         return [_add(i, _i32(1)), end, *new, *rest[n_carried:]]
 
-    results = b.while_loop([lo, hi, *carried, *invariants], cond, step)
+    results = builders.while_loop([lo, hi, *carried, *invariants], cond, step)
     return results[2:2 + n_carried]
 
 
 def _floordiv(x: ir.Value, d: int) -> ir.Value:
     """Floor division of an i32 scalar by a positive constant (correct for negatives)."""
-    q = b.binary("divide", x, _i32(d))
-    r = b.binary("remainder", x, _i32(d))
-    fix = b.select(b.binary("and", b.compare(r, _i32(0), "NE", "SIGNED"), b.compare(x, _i32(0), "LT", "SIGNED")),
+    q = builders.binary("divide", x, _i32(d))
+    r = builders.binary("remainder", x, _i32(d))
+    fix = builders.select(builders.binary("and", builders.compare(r, _i32(0), "NE", "SIGNED"), builders.compare(x, _i32(0), "LT", "SIGNED")),
                    _i32(1), _i32(0))
     return _sub(q, fix)
 
 
 def _clamp_i32(lo: int, x: ir.Value, hi: int) -> ir.Value:
-    return b.clamp(_i32(lo), x, _i32(hi))
+    return builders.clamp(_i32(lo), x, _i32(hi))
 
 
 # ------------------------------------------------------------------------ masks
@@ -203,12 +203,12 @@ def _token_data(masks: TokenMasks, n: int, padded: int, real: int, side: str):
     """(segment, position, shift) i32 [N, padded] for one side; padding rows beyond the
     real length get segment 0."""
     i32 = _i32_type()
-    index = b.iota(i32, [n, padded], 1)
-    in_range = b.compare(index, _full(real, [n, padded], i32), "LT", "SIGNED")
-    default_segment = b.select(in_range, _full(1, [n, padded], i32), _full(0, [n, padded], i32))
+    index = builders.iota(i32, [n, padded], 1)
+    in_range = builders.compare(index, _full(real, [n, padded], i32), "LT", "SIGNED")
+    default_segment = builders.select(in_range, _full(1, [n, padded], i32), _full(0, [n, padded], i32))
     segment = getattr(masks, f"{side}_segment")
     position = getattr(masks, f"{side}_position")
-    segment = default_segment if segment is None else b.select(in_range, _pad_axis(segment, 1, padded),
+    segment = default_segment if segment is None else builders.select(in_range, _pad_axis(segment, 1, padded),
                                                                _full(0, [n, padded], i32))
     position = index if position is None else _pad_axis(position, 1, padded)
     shift = None
@@ -220,28 +220,28 @@ def _token_data(masks: TokenMasks, n: int, padded: int, real: int, side: str):
 
 def _visibility(cfg: AttentionConfig, q_seg, q_pos, q_shift, k_seg, k_pos) -> ir.Value:
     """pred [N, Bq, Bk] from per-token blocks ([N, Bq] and [N, Bk])."""
-    n, bq = b.shape_of(q_seg)
-    bk = b.shape_of(k_seg)[1]
+    n, bq = builders.shape_of(q_seg)
+    bk = builders.shape_of(k_seg)[1]
     shape = [n, bq, bk]
     qs, ks = _bcast(q_seg, shape, [0, 1]), _bcast(k_seg, shape, [0, 2])
-    vis = b.binary("and", b.compare(qs, ks, "EQ", "SIGNED"), b.compare(qs, _full(0, shape, _i32_type()), "NE", "SIGNED"))
+    vis = builders.binary("and", builders.compare(qs, ks, "EQ", "SIGNED"), builders.compare(qs, _full(0, shape, _i32_type()), "NE", "SIGNED"))
     if cfg.causal or cfg.window_left >= 0 or cfg.window_right >= 0:
         qp, kp = _bcast(q_pos, shape, [0, 1]), _bcast(k_pos, shape, [0, 2])
         diag = _add(qp, _bcast(q_shift, shape, [0, 1]) if q_shift is not None else _full(cfg.shift, shape, _i32_type()))
         if cfg.causal:
-            vis = b.binary("and", vis, b.compare(kp, diag, "LE", "SIGNED"))
+            vis = builders.binary("and", vis, builders.compare(kp, diag, "LE", "SIGNED"))
         if cfg.window_left >= 0:
-            vis = b.binary("and", vis, b.compare(kp, _sub(diag, _full(cfg.window_left, shape, _i32_type())), "GE", "SIGNED"))
+            vis = builders.binary("and", vis, builders.compare(kp, _sub(diag, _full(cfg.window_left, shape, _i32_type())), "GE", "SIGNED"))
         if cfg.window_right >= 0:
-            vis = b.binary("and", vis, b.compare(kp, _add(diag, _full(cfg.window_right, shape, _i32_type())), "LE", "SIGNED"))
+            vis = builders.binary("and", vis, builders.compare(kp, _add(diag, _full(cfg.window_right, shape, _i32_type())), "LE", "SIGNED"))
     return vis
 
 
 def _to_score_layout(x: ir.Value, cfg: AttentionConfig) -> ir.Value:
     """[N, Bq, Bk] (per batch, per token pair) → [N, Hkv, G·Bq, Bk]."""
-    n, bq, bk = b.shape_of(x)
+    n, bq, bk = builders.shape_of(x)
     full = _bcast(x, [n, cfg.kv_heads, cfg.group, bq, bk], [0, 3, 4])
-    return b.reshape(full, [n, cfg.kv_heads, cfg.group * bq, bk])
+    return builders.reshape(full, [n, cfg.kv_heads, cfg.group * bq, bk])
 
 
 def _kv_block_range(cfg: AttentionConfig, masks: TokenMasks, qb: ir.Value, bq: int, bk: int, nkb: int):
@@ -283,20 +283,20 @@ def segment_tokens(lengths: ir.Value, starts: ir.Value, batch: int, seq: int) ->
     covers; position from the segment start; the length of the token's segment).
     Slots of length ≤ 0 are empty."""
     i32 = _i32_type()
-    count = b.shape_of(lengths)[0]
-    lengths, starts = b.convert(lengths, i32), b.convert(starts, i32)
+    count = builders.shape_of(lengths)[0]
+    lengths, starts = builders.convert(lengths, i32), builders.convert(starts, i32)
     shape = [batch * seq, count]
-    tokens = b.iota(i32, shape, 0)
+    tokens = builders.iota(i32, shape, 0)
     start_b, length_b = _bcast(starts, shape, [1]), _bcast(lengths, shape, [1])
     zero = _full(0, shape, i32)
-    inside = b.binary("and", b.compare(tokens, start_b, "GE", "SIGNED"),
-                      b.compare(tokens, _add(start_b, length_b), "LT", "SIGNED"))
-    inside = b.binary("and", inside, b.compare(length_b, zero, "GT", "SIGNED"))
+    inside = builders.binary("and", builders.compare(tokens, start_b, "GE", "SIGNED"),
+                      builders.compare(tokens, _add(start_b, length_b), "LT", "SIGNED"))
+    inside = builders.binary("and", inside, builders.compare(length_b, zero, "GT", "SIGNED"))
     # Segments do not overlap, so a sum over slots picks the one that covers a token.
-    segment = b.reduce(b.select(inside, _add(b.iota(i32, shape, 1), _full(1, shape, i32)), zero), [1], "add", 0)
-    position = b.reduce(b.select(inside, _sub(tokens, start_b), zero), [1], "add", 0)
-    own_length = b.reduce(b.select(inside, length_b, zero), [1], "add", 0)
-    return tuple(b.reshape(x, [batch, seq]) for x in (segment, position, own_length))
+    segment = builders.reduce(builders.select(inside, _add(builders.iota(i32, shape, 1), _full(1, shape, i32)), zero), [1], "add", 0)
+    position = builders.reduce(builders.select(inside, _sub(tokens, start_b), zero), [1], "add", 0)
+    own_length = builders.reduce(builders.select(inside, length_b, zero), [1], "add", 0)
+    return tuple(builders.reshape(x, [batch, seq]) for x in (segment, position, own_length))
 
 
 def lse_to_segment_major(lse: ir.Value, lengths: ir.Value, starts: ir.Value) -> ir.Value:
@@ -304,99 +304,99 @@ def lse_to_segment_major(lse: ir.Value, lengths: ir.Value, starts: ir.Value) -> 
     segment's start (cuDNN's packed statistics; TE THD before cuDNN 9.6).  Positions at or
     beyond a segment's length hold −inf."""
     i32 = _i32_type()
-    n, h, s = b.shape_of(lse)
-    count = b.shape_of(lengths)[0]
-    tokens = b.reshape(b.transpose(lse, [0, 2, 1]), [n * s, h])
+    n, h, s = builders.shape_of(lse)
+    count = builders.shape_of(lengths)[0]
+    tokens = builders.reshape(builders.transpose(lse, [0, 2, 1]), [n * s, h])
     shape = [count, s]
-    position = b.iota(i32, shape, 1)
-    index = _add(_bcast(b.convert(starts, i32), shape, [0]), position)
-    index = b.clamp(_full(0, shape, i32), index, _full(n * s - 1, shape, i32))
-    picked = b.gather(tokens, b.reshape(index, [count, s, 1]), [count, s, h], offset_dims=[2],
+    position = builders.iota(i32, shape, 1)
+    index = _add(_bcast(builders.convert(starts, i32), shape, [0]), position)
+    index = builders.clamp(_full(0, shape, i32), index, _full(n * s - 1, shape, i32))
+    picked = builders.gather(tokens, builders.reshape(index, [count, s, 1]), [count, s, h], offset_dims=[2],
                       collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=2, slice_sizes=[1, h])
-    valid = b.compare(position, _bcast(b.convert(lengths, i32), shape, [0]), "LT", "SIGNED")
-    picked = b.select(_bcast(valid, [count, s, h], [0, 1]), picked, _full(NEG_INF, [count, s, h]))
-    return b.transpose(picked, [0, 2, 1])
+    valid = builders.compare(position, _bcast(builders.convert(lengths, i32), shape, [0]), "LT", "SIGNED")
+    picked = builders.select(_bcast(valid, [count, s, h], [0, 1]), picked, _full(NEG_INF, [count, s, h]))
+    return builders.transpose(picked, [0, 2, 1])
 
 
 def lse_from_segment_major(stats: ir.Value, segment: ir.Value, position: ir.Value) -> ir.Value:
     """The inverse of lse_to_segment_major: [K, H, S] → per token [N, H, S] given each
     token's segment (k + 1, 0 for none) and position; −inf for tokens in no segment."""
     i32 = _i32_type()
-    count, h, s = b.shape_of(stats)
-    n, seq = b.shape_of(segment)
+    count, h, s = builders.shape_of(stats)
+    n, seq = builders.shape_of(segment)
     shape = [n, seq]
-    slot = b.clamp(_full(0, shape, i32), _sub(segment, _full(1, shape, i32)), _full(count - 1, shape, i32))
-    pos = b.clamp(_full(0, shape, i32), position, _full(s - 1, shape, i32))
-    index = b.concatenate([b.reshape(slot, [n, seq, 1]), b.reshape(pos, [n, seq, 1])], 2)
-    picked = b.gather(b.transpose(b.convert(stats, _f32()), [0, 2, 1]), index, [n, seq, h], offset_dims=[2],
+    slot = builders.clamp(_full(0, shape, i32), _sub(segment, _full(1, shape, i32)), _full(count - 1, shape, i32))
+    pos = builders.clamp(_full(0, shape, i32), position, _full(s - 1, shape, i32))
+    index = builders.concatenate([builders.reshape(slot, [n, seq, 1]), builders.reshape(pos, [n, seq, 1])], 2)
+    picked = builders.gather(builders.transpose(builders.convert(stats, _f32()), [0, 2, 1]), index, [n, seq, h], offset_dims=[2],
                       collapsed_slice_dims=[0, 1], start_index_map=[0, 1], index_vector_dim=2, slice_sizes=[1, 1, h])
-    covered = b.compare(segment, _full(0, shape, i32), "NE", "SIGNED")
-    picked = b.select(_bcast(covered, [n, seq, h], [0, 1]), picked, _full(NEG_INF, [n, seq, h]))
-    return b.transpose(picked, [0, 2, 1])
+    covered = builders.compare(segment, _full(0, shape, i32), "NE", "SIGNED")
+    picked = builders.select(_bcast(covered, [n, seq, h], [0, 1]), picked, _full(NEG_INF, [n, seq, h]))
+    return builders.transpose(picked, [0, 2, 1])
 
 
 # -------------------------------------------------------------------- dropout
 def _keep_mask(cfg: AttentionConfig, seed: ir.Value, qb: ir.Value, kb: ir.Value, shape: list[int]) -> ir.Value:
     """Bernoulli(1 − p) keep mask for one (query block, key block) pair."""
     u64 = ir.IntegerType.get_unsigned(64)
-    block_id = b.convert(_add(_mul(qb, _i32(1 << 16)), kb), u64)
-    state = b.concatenate([b.reshape(seed, [1]), b.reshape(block_id, [1])], 0)
+    block_id = builders.convert(_add(_mul(qb, _i32(1 << 16)), kb), u64)
+    state = builders.concatenate([builders.reshape(seed, [1]), builders.reshape(block_id, [1])], 0)
     u32 = ir.IntegerType.get_unsigned(32)
     bits_t = ir.RankedTensorType.get(shape, u32)
-    gen = b.op("stablehlo.rng_bit_generator", [state.type, bits_t], [state],
+    gen = builders.op("stablehlo.rng_bit_generator", [state.type, bits_t], [state],
                {"rng_algorithm": stablehlo.RngAlgorithmAttr.get("THREE_FRY")})
     threshold = min(int((1.0 - cfg.dropout) * 2**32), 2**32 - 1)
-    return b.compare(gen.results[1], b.scalar_constant(threshold, u32, shape), "LT", "UNSIGNED")
+    return builders.compare(gen.results[1], builders.scalar_constant(threshold, u32, shape), "LT", "UNSIGNED")
 
 
 def _apply_dropout(cfg: AttentionConfig, p: ir.Value, keep: ir.Value) -> ir.Value:
-    shape = b.shape_of(p)
+    shape = builders.shape_of(p)
     scaled = _scalar_mul(p, 1.0 / (1.0 - cfg.dropout))
-    return b.select(keep, scaled, _full(0.0, shape))
+    return builders.select(keep, scaled, _full(0.0, shape))
 
 
 # -------------------------------------------------------------------- blocks
 def _q_block(x: ir.Value, qb: ir.Value, bq: int, cfg: AttentionConfig, dim: int) -> ir.Value:
     """[N, S, Hq, dim] → block qb as f32 [N, Hkv, G·Bq, dim]."""
     n = cfg.batch
-    blk = b.dynamic_slice(x, [_i32(0), _mul(qb, _i32(bq)), _i32(0), _i32(0)], [n, bq, cfg.q_heads, dim])
-    blk = b.transpose(b.convert(blk, _f32()), [0, 2, 1, 3])  # [N, Hq, Bq, dim]
-    return b.reshape(blk, [n, cfg.kv_heads, cfg.group * bq, dim])
+    blk = builders.dynamic_slice(x, [_i32(0), _mul(qb, _i32(bq)), _i32(0), _i32(0)], [n, bq, cfg.q_heads, dim])
+    blk = builders.transpose(builders.convert(blk, _f32()), [0, 2, 1, 3])  # [N, Hq, Bq, dim]
+    return builders.reshape(blk, [n, cfg.kv_heads, cfg.group * bq, dim])
 
 
 def _kv_block(x: ir.Value, kb: ir.Value, bk: int, cfg: AttentionConfig, dim: int) -> ir.Value:
     """[N, S, Hkv, dim] → block kb as f32 [N, Hkv, Bk, dim]."""
-    blk = b.dynamic_slice(x, [_i32(0), _mul(kb, _i32(bk)), _i32(0), _i32(0)], [cfg.batch, bk, cfg.kv_heads, dim])
-    return b.transpose(b.convert(blk, _f32()), [0, 2, 1, 3])
+    blk = builders.dynamic_slice(x, [_i32(0), _mul(kb, _i32(bk)), _i32(0), _i32(0)], [cfg.batch, bk, cfg.kv_heads, dim])
+    return builders.transpose(builders.convert(blk, _f32()), [0, 2, 1, 3])
 
 
 def _from_q_layout(x: ir.Value, cfg: AttentionConfig, bq: int) -> ir.Value:
     """[N, Hkv, G·Bq, dim] → [N, Bq, Hq, dim]."""
-    dim = b.shape_of(x)[3]
-    return b.transpose(b.reshape(x, [cfg.batch, cfg.q_heads, bq, dim]), [0, 2, 1, 3])
+    dim = builders.shape_of(x)[3]
+    return builders.transpose(builders.reshape(x, [cfg.batch, cfg.q_heads, bq, dim]), [0, 2, 1, 3])
 
 
 def _rows(x: ir.Value, cfg: AttentionConfig, bq: int) -> ir.Value:
     """[N, Hq, Bq] statistics → [N, Hkv, G·Bq]."""
-    return b.reshape(x, [cfg.batch, cfg.kv_heads, cfg.group * bq])
+    return builders.reshape(x, [cfg.batch, cfg.kv_heads, cfg.group * bq])
 
 
 def _scores(cfg, q_blk, k_blk, bias, qb, kb, bq, bk, vis) -> ir.Value:
     """scale·(q·kᵀ) + bias, invisible entries −inf: f32 [N, Hkv, G·Bq, Bk]."""
-    s = b.dot_general(q_blk, k_blk, _f32(), [0, 1], [0, 1], [3], [3])
+    s = builders.dot_general(q_blk, k_blk, _f32(), [0, 1], [0, 1], [3], [3])
     s = _scalar_mul(s, cfg.scale)
     if bias is not None:
         s = _add(s, _bias_block(cfg, bias, qb, kb, bq, bk))
-    return b.select(vis, s, _full(NEG_INF, b.shape_of(s)))
+    return builders.select(vis, s, _full(NEG_INF, builders.shape_of(s)))
 
 
 def _bias_block(cfg, bias, qb, kb, bq, bk) -> ir.Value:
-    nb, hb = b.shape_of(bias)[:2]
-    blk = b.dynamic_slice(bias, [_i32(0), _i32(0), _mul(qb, _i32(bq)), _mul(kb, _i32(bk))], [nb, hb, bq, bk])
-    blk = b.convert(blk, _f32())
+    nb, hb = builders.shape_of(bias)[:2]
+    blk = builders.dynamic_slice(bias, [_i32(0), _i32(0), _mul(qb, _i32(bq)), _mul(kb, _i32(bk))], [nb, hb, bq, bk])
+    blk = builders.convert(blk, _f32())
     # Size-1 batch or head dims of the bias broadcast along the corresponding dims.
     full = _bcast(blk, [cfg.batch, cfg.q_heads, bq, bk], [0, 1, 2, 3])
-    return b.reshape(full, [cfg.batch, cfg.kv_heads, cfg.group * bq, bk])
+    return builders.reshape(full, [cfg.batch, cfg.kv_heads, cfg.group * bq, bk])
 
 
 # ------------------------------------------------------------------- forward
@@ -412,7 +412,7 @@ def attention_forward(cfg: AttentionConfig, inp: AttentionInputs) -> tuple[ir.Va
         bias = _pad_axis(_pad_axis(bias, 2, sqp), 3, skp)
     q_seg, q_pos, q_shift = _token_data(inp.masks, n, sqp, cfg.q_len, "q")
     k_seg, k_pos, _ = _token_data(inp.masks, n, skp, cfg.kv_len, "kv")
-    out_type = b.element_type_of(inp.q)
+    out_type = builders.element_type_of(inp.q)
     rows = g * bq
     invariants = [q, k, v, q_seg, q_pos, k_seg, k_pos]
     has_shift, has_bias, has_seed = q_shift is not None, bias is not None, cfg.dropout > 0 and inp.seed is not None
@@ -430,9 +430,9 @@ def attention_forward(cfg: AttentionConfig, inp: AttentionInputs) -> tuple[ir.Va
         q, k, v, q_seg, q_pos, k_seg, k_pos, q_shift, bias, seed = unpack(inv)
         q_blk = _q_block(q, qb, bq, cfg, cfg.qk_dim)
         start = [_i32(0), _mul(qb, _i32(bq))]
-        qs_b = b.dynamic_slice(q_seg, start, [n, bq])
-        qp_b = b.dynamic_slice(q_pos, start, [n, bq])
-        qh_b = b.dynamic_slice(q_shift, start, [n, bq]) if q_shift is not None else None
+        qs_b = builders.dynamic_slice(q_seg, start, [n, bq])
+        qp_b = builders.dynamic_slice(q_pos, start, [n, bq])
+        qh_b = builders.dynamic_slice(q_shift, start, [n, bq]) if q_shift is not None else None
         lo, hi = _kv_block_range(cfg, inp.masks, qb, bq, bk, nkb)
 
         def kv_step(kb, state, inv2):
@@ -444,42 +444,42 @@ def attention_forward(cfg: AttentionConfig, inp: AttentionInputs) -> tuple[ir.Va
             k_blk = _kv_block(k, kb, bk, cfg, cfg.qk_dim)
             v_blk = _kv_block(v, kb, bk, cfg, cfg.v_dim)
             kstart = [_i32(0), _mul(kb, _i32(bk))]
-            vis = _visibility(cfg, qs_b, qp_b, qh_b, b.dynamic_slice(k_seg, kstart, [n, bk]),
-                              b.dynamic_slice(k_pos, kstart, [n, bk]))
+            vis = _visibility(cfg, qs_b, qp_b, qh_b, builders.dynamic_slice(k_seg, kstart, [n, bk]),
+                              builders.dynamic_slice(k_pos, kstart, [n, bk]))
             vis = _to_score_layout(vis, cfg)
             s = _scores(cfg, q_blk, k_blk, bias, qb, kb, bq, bk, vis)
-            m_new = b.binary("maximum", m, b.reduce(s, [3], "maximum", NEG_INF))
-            m_safe = b.select(b.compare(m_new, _full(NEG_INF, [n, hkv, rows]), "EQ", "FLOAT"),
+            m_new = builders.binary("maximum", m, builders.reduce(s, [3], "maximum", NEG_INF))
+            m_safe = builders.select(builders.compare(m_new, _full(NEG_INF, [n, hkv, rows]), "EQ", "FLOAT"),
                               _full(0.0, [n, hkv, rows]), m_new)
-            p = b.unary("exponential", _sub(s, _bcast(m_safe, b.shape_of(s), [0, 1, 2])))
-            correction = b.unary("exponential", _sub(m, m_safe))
-            l = _add(_mul(l, correction), b.reduce(p, [3], "add", 0.0))
+            p = builders.unary("exponential", _sub(s, _bcast(m_safe, builders.shape_of(s), [0, 1, 2])))
+            correction = builders.unary("exponential", _sub(m, m_safe))
+            l = _add(_mul(l, correction), builders.reduce(p, [3], "add", 0.0))
             if seed is not None:
-                p = _apply_dropout(cfg, p, _keep_mask(cfg, seed, qb, kb, b.shape_of(p)))
-            pv = b.dot_general(p, v_blk, _f32(), [0, 1], [0, 1], [3], [2])
-            acc = _add(_mul(acc, _bcast(correction, b.shape_of(acc), [0, 1, 2])), pv)
+                p = _apply_dropout(cfg, p, _keep_mask(cfg, seed, qb, kb, builders.shape_of(p)))
+            pv = builders.dot_general(p, v_blk, _f32(), [0, 1], [0, 1], [3], [2])
+            acc = _add(_mul(acc, _bcast(correction, builders.shape_of(acc), [0, 1, 2])), pv)
             return [m_new, l, acc]
 
         init = [_full(NEG_INF, [n, hkv, rows]), _full(0.0, [n, hkv, rows]), _full(0.0, [n, hkv, rows, cfg.v_dim])]
         inv2 = [q_blk, k, v, qs_b, qp_b, k_seg, k_pos] + ([qh_b] if has_shift else []) + \
                ([bias] if has_bias else []) + ([seed] if has_seed else [])
         m, l, acc = _for_range(lo, hi, init, inv2, kv_step)
-        empty = b.compare(l, _full(0.0, [n, hkv, rows]), "EQ", "FLOAT")
-        safe_l = b.select(empty, _full(1.0, [n, hkv, rows]), l)
-        o_blk = b.binary("divide", acc, _bcast(safe_l, b.shape_of(acc), [0, 1, 2]))
-        o_blk = b.select(_bcast(empty, b.shape_of(acc), [0, 1, 2]), _full(0.0, b.shape_of(acc)), o_blk)
-        lse_blk = b.select(empty, _full(NEG_INF, [n, hkv, rows]), _add(m, b.unary("log", safe_l)))
-        out = b.dynamic_update_slice(out, b.convert(_from_q_layout(o_blk, cfg, bq), out_type),
+        empty = builders.compare(l, _full(0.0, [n, hkv, rows]), "EQ", "FLOAT")
+        safe_l = builders.select(empty, _full(1.0, [n, hkv, rows]), l)
+        o_blk = builders.binary("divide", acc, _bcast(safe_l, builders.shape_of(acc), [0, 1, 2]))
+        o_blk = builders.select(_bcast(empty, builders.shape_of(acc), [0, 1, 2]), _full(0.0, builders.shape_of(acc)), o_blk)
+        lse_blk = builders.select(empty, _full(NEG_INF, [n, hkv, rows]), _add(m, builders.unary("log", safe_l)))
+        out = builders.dynamic_update_slice(out, builders.convert(_from_q_layout(o_blk, cfg, bq), out_type),
                                      [_i32(0), _mul(qb, _i32(bq)), _i32(0), _i32(0)])
-        lse = b.dynamic_update_slice(lse, b.reshape(lse_blk, [n, hq, bq]), [_i32(0), _i32(0), _mul(qb, _i32(bq))])
+        lse = builders.dynamic_update_slice(lse, builders.reshape(lse_blk, [n, hq, bq]), [_i32(0), _i32(0), _mul(qb, _i32(bq))])
         return [out, lse]
 
     out0 = _full(0.0, [n, sqp, hq, cfg.v_dim], out_type)
     lse0 = _full(0.0, [n, hq, sqp])
     out, lse = _for_range(_i32(0), _i32(nqb), [out0, lse0], invariants, q_step)
     if sqp != cfg.q_len:
-        out = b.slice_(out, [0, 0, 0, 0], [n, cfg.q_len, hq, cfg.v_dim])
-        lse = b.slice_(lse, [0, 0, 0], [n, hq, cfg.q_len])
+        out = builders.slice_(out, [0, 0, 0, 0], [n, cfg.q_len, hq, cfg.v_dim])
+        lse = builders.slice_(lse, [0, 0, 0], [n, hq, cfg.q_len])
     return out, lse
 
 
@@ -495,15 +495,15 @@ def attention_backward(cfg: AttentionConfig, inp: AttentionInputs, out: ir.Value
     rows = g * bq
     q, k, v = _pad_axis(inp.q, 1, sqp), _pad_axis(inp.k, 1, skp), _pad_axis(inp.v, 1, skp)
     out, dout = _pad_axis(out, 1, sqp), _pad_axis(dout, 1, sqp)
-    lse = _pad_axis(b.convert(lse, _f32()), 2, sqp)
+    lse = _pad_axis(builders.convert(lse, _f32()), 2, sqp)
     bias = inp.bias
     if bias is not None:
         bias = _pad_axis(_pad_axis(bias, 2, sqp), 3, skp)
     q_seg, q_pos, q_shift = _token_data(inp.masks, n, sqp, cfg.q_len, "q")
     k_seg, k_pos, _ = _token_data(inp.masks, n, skp, cfg.kv_len, "kv")
     # D = rowsum(dO ∘ O), f32 [N, Hq, Sq].
-    delta = b.reduce(_mul(b.convert(dout, _f32()), b.convert(out, _f32())), [3], "add", 0.0)
-    delta = b.transpose(delta, [0, 2, 1])
+    delta = builders.reduce(_mul(builders.convert(dout, _f32()), builders.convert(out, _f32())), [3], "add", 0.0)
+    delta = builders.transpose(delta, [0, 2, 1])
     has_shift, has_bias, has_seed = q_shift is not None, bias is not None, cfg.dropout > 0 and inp.seed is not None
     invariants = [q, k, v, dout, lse, delta, q_seg, q_pos, k_seg, k_pos]
     invariants += ([q_shift] if has_shift else []) + ([bias] if has_bias else []) + ([inp.seed] if has_seed else [])
@@ -521,8 +521,8 @@ def attention_backward(cfg: AttentionConfig, inp: AttentionInputs, out: ir.Value
         k_blk = _kv_block(k, kb, bk, cfg, cfg.qk_dim)
         v_blk = _kv_block(v, kb, bk, cfg, cfg.v_dim)
         kstart = [_i32(0), _mul(kb, _i32(bk))]
-        ks_b = b.dynamic_slice(k_seg, kstart, [n, bk])
-        kp_b = b.dynamic_slice(k_pos, kstart, [n, bk])
+        ks_b = builders.dynamic_slice(k_seg, kstart, [n, bk])
+        kp_b = builders.dynamic_slice(k_pos, kstart, [n, bk])
         lo, hi = _q_block_range(cfg, inp.masks, kb, bq, bk, nqb)
 
         def q_step(qb, state, inv2):
@@ -534,69 +534,69 @@ def attention_backward(cfg: AttentionConfig, inp: AttentionInputs, out: ir.Value
             q_blk = _q_block(q, qb, bq, cfg, cfg.qk_dim)
             do_blk = _q_block(dout, qb, bq, cfg, cfg.v_dim)
             qstart = [_i32(0), _mul(qb, _i32(bq))]
-            vis = _visibility(cfg, b.dynamic_slice(q_seg, qstart, [n, bq]), b.dynamic_slice(q_pos, qstart, [n, bq]),
-                              b.dynamic_slice(q_shift, qstart, [n, bq]) if q_shift is not None else None, ks_b, kp_b)
+            vis = _visibility(cfg, builders.dynamic_slice(q_seg, qstart, [n, bq]), builders.dynamic_slice(q_pos, qstart, [n, bq]),
+                              builders.dynamic_slice(q_shift, qstart, [n, bq]) if q_shift is not None else None, ks_b, kp_b)
             vis = _to_score_layout(vis, cfg)
             s = _scores(cfg, q_blk, k_blk, bias, qb, kb, bq, bk, vis)
             lstart = [_i32(0), _i32(0), _mul(qb, _i32(bq))]
-            lse_b = _rows(b.dynamic_slice(lse, lstart, [n, hq, bq]), cfg, bq)
-            d_b = _rows(b.dynamic_slice(delta, lstart, [n, hq, bq]), cfg, bq)
-            shape = b.shape_of(s)
-            finite = b.compare(lse_b, _full(NEG_INF, [n, hkv, rows]), "NE", "FLOAT")
-            lse_safe = b.select(finite, lse_b, _full(0.0, [n, hkv, rows]))
-            p = b.unary("exponential", _sub(s, _bcast(lse_safe, shape, [0, 1, 2])))
-            p = b.select(b.binary("and", vis, _bcast(finite, shape, [0, 1, 2])), p, _full(0.0, shape))
-            dp = b.dot_general(do_blk, v_blk, _f32(), [0, 1], [0, 1], [3], [3])
+            lse_b = _rows(builders.dynamic_slice(lse, lstart, [n, hq, bq]), cfg, bq)
+            d_b = _rows(builders.dynamic_slice(delta, lstart, [n, hq, bq]), cfg, bq)
+            shape = builders.shape_of(s)
+            finite = builders.compare(lse_b, _full(NEG_INF, [n, hkv, rows]), "NE", "FLOAT")
+            lse_safe = builders.select(finite, lse_b, _full(0.0, [n, hkv, rows]))
+            p = builders.unary("exponential", _sub(s, _bcast(lse_safe, shape, [0, 1, 2])))
+            p = builders.select(builders.binary("and", vis, _bcast(finite, shape, [0, 1, 2])), p, _full(0.0, shape))
+            dp = builders.dot_general(do_blk, v_blk, _f32(), [0, 1], [0, 1], [3], [3])
             pd = p
             if seed is not None:
                 keep = _keep_mask(cfg, seed, qb, kb, shape)
                 pd = _apply_dropout(cfg, p, keep)
                 dp = _apply_dropout(cfg, dp, keep)
-            dv_acc = _add(dv_acc, b.dot_general(pd, do_blk, _f32(), [0, 1], [0, 1], [2], [2]))
+            dv_acc = _add(dv_acc, builders.dot_general(pd, do_blk, _f32(), [0, 1], [0, 1], [2], [2]))
             ds = _mul(p, _sub(dp, _bcast(d_b, shape, [0, 1, 2])))
-            dk_acc = _add(dk_acc, _scalar_mul(b.dot_general(ds, q_blk, _f32(), [0, 1], [0, 1], [2], [2]), cfg.scale))
-            dq_blk = _scalar_mul(b.dot_general(ds, k_blk, _f32(), [0, 1], [0, 1], [3], [2]), cfg.scale)
+            dk_acc = _add(dk_acc, _scalar_mul(builders.dot_general(ds, q_blk, _f32(), [0, 1], [0, 1], [2], [2]), cfg.scale))
+            dq_blk = _scalar_mul(builders.dot_general(ds, k_blk, _f32(), [0, 1], [0, 1], [3], [2]), cfg.scale)
             dq_start = [_i32(0), _mul(qb, _i32(bq)), _i32(0), _i32(0)]
-            dq_old = b.dynamic_slice(dq, dq_start, [n, bq, hq, cfg.qk_dim])
-            dq = b.dynamic_update_slice(dq, _add(dq_old, _from_q_layout(dq_blk, cfg, bq)), dq_start)
+            dq_old = builders.dynamic_slice(dq, dq_start, [n, bq, hq, cfg.qk_dim])
+            dq = builders.dynamic_update_slice(dq, _add(dq_old, _from_q_layout(dq_blk, cfg, bq)), dq_start)
             new = [dk_acc, dv_acc, dq]
             if dbias_s:
                 (dbias,) = dbias_s
-                nb, hb = b.shape_of(dbias)[:2]
-                ds_full = b.reshape(ds, [n, hq, bq, bk])
+                nb, hb = builders.shape_of(dbias)[:2]
+                ds_full = builders.reshape(ds, [n, hq, bq, bk])
                 sum_dims = ([0] if nb == 1 else []) + ([1] if hb == 1 else [])
-                contribution = b.reduce(ds_full, sum_dims, "add", 0.0) if sum_dims else ds_full
-                contribution = b.reshape(contribution, [nb, hb, bq, bk])
+                contribution = builders.reduce(ds_full, sum_dims, "add", 0.0) if sum_dims else ds_full
+                contribution = builders.reshape(contribution, [nb, hb, bq, bk])
                 bstart = [_i32(0), _i32(0), _mul(qb, _i32(bq)), _mul(kb, _i32(bk))]
-                old = b.dynamic_slice(dbias, bstart, [nb, hb, bq, bk])
-                new.append(b.dynamic_update_slice(dbias, _add(old, contribution), bstart))
+                old = builders.dynamic_slice(dbias, bstart, [nb, hb, bq, bk])
+                new.append(builders.dynamic_update_slice(dbias, _add(old, contribution), bstart))
             return new
 
         state0 = [_full(0.0, [n, hkv, bk, cfg.qk_dim]), _full(0.0, [n, hkv, bk, cfg.v_dim]), dq, *dbias_l]
         inv2 = [q, dout, lse, delta, q_seg, q_pos, k_blk, v_blk, ks_b, kp_b] + ([q_shift] if has_shift else []) + \
                ([bias] if has_bias else []) + ([seed] if has_seed else [])
         dk_acc, dv_acc, dq, *dbias_l = _for_range(lo, hi, state0, inv2, q_step)
-        to_tokens = lambda x: b.transpose(x, [0, 2, 1, 3])  # noqa: E731  [N, Hkv, Bk, d] → [N, Bk, Hkv, d]
+        to_tokens = lambda x: builders.transpose(x, [0, 2, 1, 3])  # noqa: E731  [N, Hkv, Bk, d] → [N, Bk, Hkv, d]
         kv_start = [_i32(0), _mul(kb, _i32(bk)), _i32(0), _i32(0)]
-        dk = b.dynamic_update_slice(dk, to_tokens(dk_acc), kv_start)
-        dv = b.dynamic_update_slice(dv, to_tokens(dv_acc), kv_start)
+        dk = builders.dynamic_update_slice(dk, to_tokens(dk_acc), kv_start)
+        dv = builders.dynamic_update_slice(dv, to_tokens(dv_acc), kv_start)
         return [dq, dk, dv, *dbias_l]
 
     carried = [_full(0.0, [n, sqp, hq, cfg.qk_dim]), _full(0.0, [n, skp, hkv, cfg.qk_dim]),
                _full(0.0, [n, skp, hkv, cfg.v_dim])]
     if bias is not None:
-        carried.append(_full(0.0, b.shape_of(bias)))
+        carried.append(_full(0.0, builders.shape_of(bias)))
     dq, dk, dv, *dbias_l = _for_range(_i32(0), _i32(nkb), carried, invariants, kv_step)
-    dq = b.convert(b.slice_(dq, [0, 0, 0, 0], [n, cfg.q_len, hq, cfg.qk_dim]), b.element_type_of(inp.q))
-    dk = b.convert(b.slice_(dk, [0, 0, 0, 0], [n, cfg.kv_len, hkv, cfg.qk_dim]), b.element_type_of(inp.k))
-    dv = b.convert(b.slice_(dv, [0, 0, 0, 0], [n, cfg.kv_len, hkv, cfg.v_dim]), b.element_type_of(inp.v))
+    dq = builders.convert(builders.slice_(dq, [0, 0, 0, 0], [n, cfg.q_len, hq, cfg.qk_dim]), builders.element_type_of(inp.q))
+    dk = builders.convert(builders.slice_(dk, [0, 0, 0, 0], [n, cfg.kv_len, hkv, cfg.qk_dim]), builders.element_type_of(inp.k))
+    dv = builders.convert(builders.slice_(dv, [0, 0, 0, 0], [n, cfg.kv_len, hkv, cfg.v_dim]), builders.element_type_of(inp.v))
     dbias = None
     if dbias_l:
-        nb, hb = b.shape_of(inp.bias)[:2]
-        dbias = b.slice_(dbias_l[0], [0, 0, 0, 0], [nb, hb, cfg.q_len, cfg.kv_len])
+        nb, hb = builders.shape_of(inp.bias)[:2]
+        dbias = builders.slice_(dbias_l[0], [0, 0, 0, 0], [nb, hb, cfg.q_len, cfg.kv_len])
         if cfg.dbias_scale != 1.0:
             dbias = _scalar_mul(dbias, cfg.dbias_scale)
-        dbias = b.convert(dbias, b.element_type_of(inp.bias))
+        dbias = builders.convert(dbias, builders.element_type_of(inp.bias))
     return dq, dk, dv, dbias
 
 

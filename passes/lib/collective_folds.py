@@ -16,10 +16,10 @@ from typing import Callable
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite
 from passes.partitions_to_replicas import replica_groups_of
 
-b = rw.build
 
 
 def _attrs(op: ir.Operation, keep: tuple[str, ...]) -> dict[str, ir.Attribute]:
@@ -29,21 +29,21 @@ def _attrs(op: ir.Operation, keep: tuple[str, ...]) -> dict[str, ir.Attribute]:
 def fold(reducer: ir.Operation, stacked: ir.Value) -> ir.Value:
     """reducer(...reducer(reducer(s[0], s[1]), s[2])..., s[G-1]) elementwise, in the narrow
     type, with the collective's own reducer region (through stablehlo.map)."""
-    shape = b.shape_of(stacked)
+    shape = builders.shape_of(stacked)
     count, rest = shape[0], shape[1:]
-    element = b.element_type_of(stacked)
+    element = builders.element_type_of(stacked)
     scalar = ir.RankedTensorType.get([], element)
 
     def part(k: int) -> ir.Value:
-        return b.reshape(b.slice_(stacked, [k] + [0] * len(rest), [k + 1] + rest), rest)
+        return builders.reshape(builders.slice_(stacked, [k] + [0] * len(rest), [k + 1] + rest), rest)
 
     acc = part(0)
     for k in range(1, count):
-        mapped = b.op("stablehlo.map", [acc.type], [acc, part(k)],
-                      {"dimensions": b.i64_array(range(len(rest)))}, regions=1)
+        mapped = builders.op("stablehlo.map", [acc.type], [acc, part(k)],
+                      {"dimensions": builders.i64_array(range(len(rest)))}, regions=1)
         block = mapped.regions[0].blocks.append(scalar, scalar)
         with ir.InsertionPoint(block):
-            stablehlo.ReturnOp(rw.clone_function_body(reducer, list(block.arguments)))
+            stablehlo.ReturnOp(rewrite.clone_function_body(reducer, list(block.arguments)))
         acc = mapped.results[0]
     return acc
 
@@ -59,14 +59,14 @@ def all_reduce_by_gather(op: ir.Operation, devices: int, widen: Callable[[ir.Typ
     g = group_size(op, devices)
     out = []
     gather_attrs = _attrs(op, ("replica_groups", "channel_handle", "use_global_device_ids"))
-    gather_attrs["all_gather_dim"] = b.i64_attr(0)
+    gather_attrs["all_gather_dim"] = builders.i64_attr(0)
     for x in op.operands:
-        narrow = b.element_type_of(x)
+        narrow = builders.element_type_of(x)
         wide = widen(narrow) or narrow
-        shape = b.shape_of(x)
-        lifted = b.reshape(b.convert(x, wide) if wide != narrow else x, [1, *shape])
-        gathered = b.op1("stablehlo.all_gather", ir.RankedTensorType.get([g, *shape], wide), [lifted], gather_attrs)
-        out.append(fold(op, b.convert(gathered, narrow) if wide != narrow else gathered))
+        shape = builders.shape_of(x)
+        lifted = builders.reshape(builders.convert(x, wide) if wide != narrow else x, [1, *shape])
+        gathered = builders.op1("stablehlo.all_gather", ir.RankedTensorType.get([g, *shape], wide), [lifted], gather_attrs)
+        out.append(fold(op, builders.convert(gathered, narrow) if wide != narrow else gathered))
     return out
 
 
@@ -76,13 +76,13 @@ def reduce_scatter_by_exchange(op: ir.Operation, devices: int, widen: Callable[[
     (x,) = op.operands
     g = group_size(op, devices)
     dim = int(ir.IntegerAttr(op.attributes["scatter_dimension"]).value)
-    narrow = b.element_type_of(x)
+    narrow = builders.element_type_of(x)
     wide = widen(narrow) or narrow
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     split = shape[:dim] + [g, shape[dim] // g] + shape[dim + 1:]
     perm = [dim] + [i for i in range(len(split)) if i != dim]
-    blocks = b.transpose(b.reshape(b.convert(x, wide) if wide != narrow else x, split), perm)
+    blocks = builders.transpose(builders.reshape(builders.convert(x, wide) if wide != narrow else x, split), perm)
     attrs = _attrs(op, ("replica_groups", "channel_handle"))
-    attrs.update(split_dimension=b.i64_attr(0), concat_dimension=b.i64_attr(0), split_count=b.i64_attr(g))
-    exchanged = b.op1("stablehlo.all_to_all", blocks.type, [blocks], attrs)
-    return [fold(op, b.convert(exchanged, narrow) if wide != narrow else exchanged)]
+    attrs.update(split_dimension=builders.i64_attr(0), concat_dimension=builders.i64_attr(0), split_count=builders.i64_attr(g))
+    exchanged = builders.op1("stablehlo.all_to_all", blocks.type, [blocks], attrs)
+    return [fold(op, builders.convert(exchanged, narrow) if wide != narrow else exchanged)]

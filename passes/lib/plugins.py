@@ -50,7 +50,8 @@ from jaxlib.mlir import ir, passmanager
 from converter.hlo.dtypes import numpy_dtype
 from converter.common.errors import ConverterError
 from converter.mlir.context import hlo_element_type
-from passes.lib import rewrite as rw
+from converter.mlir import builders
+from passes.lib import rewrite as rewriting
 from passes.lib.errors import PassError
 from passes.lib.registry import pass_for_target
 
@@ -289,7 +290,7 @@ def apply_plugin(module: ir.Module, op: ir.Operation, plugin: Plugin,
 
     def fail(message: str) -> PassError:
         line = f"\n  {attrs.dump_line.strip()}" if attrs.dump_line.strip() else ""
-        return rw.op_error(op, f"plug-in {plugin.source}: {message}{line}")
+        return rewriting.op_error(op, f"plug-in {plugin.source}: {message}{line}")
 
     if plugin.refusal is not None:
         raise fail(f"refused: {plugin.refusal}")
@@ -302,7 +303,7 @@ def apply_plugin(module: ir.Module, op: ir.Operation, plugin: Plugin,
             raise fail(f"plug-ins take and return arrays only; the call has a {v.type}")
     physical = plugin.layouts == "kernel" and attrs.layouts_physical and not attrs.layouts_constrained
     if getattr(fn, "_hlo_roundtrip_rewrite", False):
-        with rw.at(op):  # the rewrite reads the operands and layouts itself
+        with rewriting.at(op):  # the rewrite reads the operands and layouts itself
             try:
                 values = list(fn(op, attrs))
             except PassError:
@@ -310,7 +311,7 @@ def apply_plugin(module: ir.Module, op: ir.Operation, plugin: Plugin,
             except Exception as e:
                 raise fail(f"raised {type(e).__name__}: {e}") from e
         _check_values(values, op, fail)
-        rw.replace(op, values)
+        rewriting.replace(op, values)
         return
     key = (plugin.target, id(fn), tuple(str(v.type) for v in op.operands), tuple(str(v.type) for v in op.results),
            attrs.backend_config_text, attrs.api_version, physical and (attrs.operand_layouts, attrs.result_layouts))
@@ -318,12 +319,12 @@ def apply_plugin(module: ir.Module, op: ir.Operation, plugin: Plugin,
     if main is None:
         main = _lower(module, op, fn, attrs, fail)
         cache[key] = main
-    with rw.at(op):
+    with rewriting.at(op):
         operands = [_row_major_view(x, m2m) if physical else x for x, m2m in zip(op.operands, attrs.operand_layouts)]
-        results = rw.clone_function_body(main, operands)
+        results = rewriting.clone_function_body(main, operands)
         if physical:
             results = [_from_row_major(y, m2m) for y, m2m in zip(results, attrs.result_layouts)]
-    rw.replace(op, results)
+    rewriting.replace(op, results)
 
 
 def _check_values(values: Sequence[Any], op: ir.Operation, fail: Callable[[str], PassError]) -> None:
@@ -343,10 +344,10 @@ def inline_jax(op: ir.Operation, attrs: CallAttributes, fn: Callable, operands: 
               numpy_dtype(hlo_element_type(ir.RankedTensorType(v.type).element_type))) for v in operands]
 
     def fail(message: str) -> PassError:
-        return rw.op_error(op, f"plug-in for {attrs.target}: {message}")
+        return rewriting.op_error(op, f"plug-in for {attrs.target}: {message}")
 
     main = _lower(module.opview, op, lambda *xs: fn(*xs[:-1]), attrs, fail, specs)
-    return rw.clone_function_body(main, list(operands))
+    return rewriting.clone_function_body(main, list(operands))
 
 
 def enclosing_module(op: ir.Operation) -> ir.Operation:
@@ -438,8 +439,8 @@ def _row_major_view(x: ir.Value, m2m: Sequence[int]) -> ir.Value:
     order = list(reversed(m2m))
     if order == sorted(order):
         return x
-    shape = rw.build.shape_of(x)
-    return rw.build.reshape(rw.build.transpose(x, order), shape)
+    shape = builders.shape_of(x)
+    return builders.reshape(builders.transpose(x, order), shape)
 
 
 def _from_row_major(y: ir.Value, m2m: Sequence[int]) -> ir.Value:
@@ -447,11 +448,11 @@ def _from_row_major(y: ir.Value, m2m: Sequence[int]) -> ir.Value:
     order = list(reversed(m2m))
     if order == sorted(order):
         return y
-    shape = rw.build.shape_of(y)
+    shape = builders.shape_of(y)
     inverse = [0] * len(order)
     for i, d in enumerate(order):
         inverse[d] = i
-    return rw.build.transpose(rw.build.reshape(y, [shape[d] for d in order]), inverse)
+    return builders.transpose(builders.reshape(y, [shape[d] for d in order]), inverse)
 
 
 # --- the attributes --------------------------------------------------------------------------
@@ -466,15 +467,15 @@ def call_attributes(op: ir.Operation) -> CallAttributes:
     api = int(ir.IntegerAttr(a["api_version"]).value) if "api_version" in a else 1
     if "mhlo.backend_config" in a and isinstance(a["mhlo.backend_config"], ir.DictAttr):
         api = 4  # the importer writes typed-FFI calls as JAX does: api_version 1 plus the dictionary
-    where = rw.location_text(op)
+    where = rewriting.location_text(op)
     m = re.match(r"(.*):(\d+):(\d+): %(.*)$", where)
     file_loc = f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else where
     line = ""
     if m:
         line = linecache.getline(m.group(1), int(m.group(2))).rstrip("\n")
-    frontend = rw.attr_to_python(a["mhlo.frontend_attributes"]) if "mhlo.frontend_attributes" in a else {}
+    frontend = rewriting.attr_to_python(a["mhlo.frontend_attributes"]) if "mhlo.frontend_attributes" in a else {}
     return CallAttributes(
-        target=rw.call_target(op), name=m.group(4) if m else "", location=file_loc, dump_line=line,
+        target=rewriting.call_target(op), name=m.group(4) if m else "", location=file_loc, dump_line=line,
         api_version=api, backend_config=_freeze(config), backend_config_text=text,
         opaque=ir.StringAttr(a["backend_config"]).value_bytes
         if "backend_config" in a and isinstance(a["backend_config"], ir.StringAttr) else b"",
@@ -482,8 +483,8 @@ def call_attributes(op: ir.Operation) -> CallAttributes:
         operand_dtypes=tuple(numpy_dtype(hlo_element_type(t.element_type)) for t in types),
         result_shapes=tuple(tuple(t.shape) for t in rtypes),
         result_dtypes=tuple(numpy_dtype(hlo_element_type(t.element_type)) for t in rtypes),
-        operand_layouts=tuple(tuple(rw.dump_layout(op, "operand", i, t.rank)) for i, t in enumerate(types)),
-        result_layouts=tuple(tuple(rw.dump_layout(op, "result", i, t.rank)) for i, t in enumerate(rtypes)),
+        operand_layouts=tuple(tuple(rewriting.dump_layout(op, "operand", i, t.rank)) for i, t in enumerate(types)),
+        result_layouts=tuple(tuple(rewriting.dump_layout(op, "result", i, t.rank)) for i, t in enumerate(rtypes)),
         layouts_constrained=constrained,
         layouts_physical=constrained or _scheduled(op),
         has_side_effect="has_side_effect" in a and bool(ir.BoolAttr(a["has_side_effect"]).value),
@@ -504,10 +505,10 @@ def _parse_config(op: ir.Operation) -> tuple[Any, str]:
     if "mhlo.backend_config" in a:
         attr = a["mhlo.backend_config"]
         if isinstance(attr, ir.DictAttr):
-            return rw.attr_to_python(attr), str(attr)
-        text = rw.attr_to_python(attr)
+            return rewriting.attr_to_python(attr), str(attr)
+        text = rewriting.attr_to_python(attr)
     elif "backend_config" in a:
-        text = rw.attr_to_python(a["backend_config"])
+        text = rewriting.attr_to_python(a["backend_config"])
         if isinstance(text, dict):
             return text, str(a["backend_config"])
     else:
@@ -523,7 +524,7 @@ def _parse_config(op: ir.Operation) -> tuple[Any, str]:
         try:
             attr = ir.Attribute.parse(stripped, op.context)
             if isinstance(attr, ir.DictAttr):
-                return rw.attr_to_python(ir.DictAttr(attr)), text
+                return rewriting.attr_to_python(ir.DictAttr(attr)), text
         except Exception:  # not an MLIR dictionary either: the raw text
             pass
     return text, text

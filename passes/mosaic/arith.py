@@ -6,7 +6,7 @@ import math
 
 from jaxlib.mlir import ir
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import Translator, dense_constant, rule, tensor_type
 
@@ -42,12 +42,12 @@ CMPF_NEGATED = {8: 6, 9: 5, 10: 4, 11: 3, 12: 2, 14: 7}  # ueq=!one, ugt=!ole, u
 
 
 def _unsigned(x: ir.Value) -> ir.Value:
-    width = ir.IntegerType(b.element_type_of(x)).width
-    return b.op1("stablehlo.bitcast_convert", b.tensor_type_like(x, element=ir.IntegerType.get_unsigned(width)), [x])
+    width = ir.IntegerType(builders.element_type_of(x)).width
+    return builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(x, element=ir.IntegerType.get_unsigned(width)), [x])
 
 
 def _signless(x: ir.Value, like: ir.Value) -> ir.Value:
-    return b.op1("stablehlo.bitcast_convert", like.type, [x])
+    return builders.op1("stablehlo.bitcast_convert", like.type, [x])
 
 
 @rule("arith.constant")
@@ -59,33 +59,33 @@ def _constant(t: Translator, op: ir.Operation) -> None:
 def _binary(t: Translator, op: ir.Operation) -> None:
     x, y = (t.value(v) for v in op.operands)
     if op.name == "math.copysign":
-        out = b.select(b.compare(y, b.scalar_constant(0, b.element_type_of(y), b.shape_of(y)), "LT", "FLOAT"),
-                       b.unary("negate", b.unary("abs", x)), b.unary("abs", x))
+        out = builders.select(builders.compare(y, builders.scalar_constant(0, builders.element_type_of(y), builders.shape_of(y)), "LT", "FLOAT"),
+                       builders.unary("negate", builders.unary("abs", x)), builders.unary("abs", x))
     else:
-        out = b.binary(BINARY[op.name], x, y)
+        out = builders.binary(BINARY[op.name], x, y)
     t.set(op.results[0], out)
 
 
 @rule(*UNSIGNED_BINARY)
 def _unsigned_binary(t: Translator, op: ir.Operation) -> None:
     x, y = (t.value(v) for v in op.operands)
-    t.set(op.results[0], _signless(b.binary(UNSIGNED_BINARY[op.name], _unsigned(x), _unsigned(y)), x))
+    t.set(op.results[0], _signless(builders.binary(UNSIGNED_BINARY[op.name], _unsigned(x), _unsigned(y)), x))
 
 
 @rule("arith.floordivsi", "arith.ceildivsi")
 def _round_div(t: Translator, op: ir.Operation) -> None:
     x, y = (t.value(v) for v in op.operands)
-    et, shape = b.element_type_of(x), b.shape_of(x)
-    zero, one = b.scalar_constant(0, et, shape), b.scalar_constant(1, et, shape)
-    q = b.binary("divide", x, y)
-    inexact = b.compare(b.binary("multiply", q, y), x, "NE", "SIGNED")
-    negative = b.binary("xor", b.compare(x, zero, "LT", "SIGNED"), b.compare(y, zero, "LT", "SIGNED"))
+    et, shape = builders.element_type_of(x), builders.shape_of(x)
+    zero, one = builders.scalar_constant(0, et, shape), builders.scalar_constant(1, et, shape)
+    q = builders.binary("divide", x, y)
+    inexact = builders.compare(builders.binary("multiply", q, y), x, "NE", "SIGNED")
+    negative = builders.binary("xor", builders.compare(x, zero, "LT", "SIGNED"), builders.compare(y, zero, "LT", "SIGNED"))
     if op.name == "arith.floordivsi":
-        adjust = b.binary("and", inexact, negative)
-        out = b.select(adjust, b.binary("subtract", q, one), q)
+        adjust = builders.binary("and", inexact, negative)
+        out = builders.select(adjust, builders.binary("subtract", q, one), q)
     else:
-        adjust = b.binary("and", inexact, b.unary("not", negative))
-        out = b.select(adjust, b.binary("add", q, one), q)
+        adjust = builders.binary("and", inexact, builders.unary("not", negative))
+        out = builders.select(adjust, builders.binary("add", q, one), q)
     t.set(op.results[0], out)
 
 
@@ -93,60 +93,60 @@ def _round_div(t: Translator, op: ir.Operation) -> None:
 def _num_max_min(t: Translator, op: ir.Operation) -> None:
     """maxnumf/minnumf return the other operand when one is NaN."""
     x, y = (t.value(v) for v in op.operands)
-    m = b.binary("maximum" if op.name == "arith.maxnumf" else "minimum", x, y)
-    x_nan, y_nan = b.compare(x, x, "NE", "FLOAT"), b.compare(y, y, "NE", "FLOAT")
-    t.set(op.results[0], b.select(x_nan, y, b.select(y_nan, x, m)))
+    m = builders.binary("maximum" if op.name == "arith.maxnumf" else "minimum", x, y)
+    x_nan, y_nan = builders.compare(x, x, "NE", "FLOAT"), builders.compare(y, y, "NE", "FLOAT")
+    t.set(op.results[0], builders.select(x_nan, y, builders.select(y_nan, x, m)))
 
 
 @rule(*UNARY)
 def _unary(t: Translator, op: ir.Operation) -> None:
-    t.set(op.results[0], b.unary(UNARY[op.name], t.value(op.operands[0])))
+    t.set(op.results[0], builders.unary(UNARY[op.name], t.value(op.operands[0])))
 
 
 @rule("math.exp2")
 def _exp2(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
-    ln2 = b.scalar_constant(math.log(2.0), b.element_type_of(x), b.shape_of(x))
-    t.set(op.results[0], b.unary("exponential", b.binary("multiply", x, ln2)))
+    ln2 = builders.scalar_constant(math.log(2.0), builders.element_type_of(x), builders.shape_of(x))
+    t.set(op.results[0], builders.unary("exponential", builders.binary("multiply", x, ln2)))
 
 
 @rule("math.log2")
 def _log2(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
-    ln2 = b.scalar_constant(math.log(2.0), b.element_type_of(x), b.shape_of(x))
-    t.set(op.results[0], b.binary("divide", b.unary("log", x), ln2))
+    ln2 = builders.scalar_constant(math.log(2.0), builders.element_type_of(x), builders.shape_of(x))
+    t.set(op.results[0], builders.binary("divide", builders.unary("log", x), ln2))
 
 
 @rule("math.fma")
 def _fma(t: Translator, op: ir.Operation) -> None:
     x, y, z = (t.value(v) for v in op.operands)
-    t.set(op.results[0], b.binary("add", b.binary("multiply", x, y), z))
+    t.set(op.results[0], builders.binary("add", builders.binary("multiply", x, y), z))
 
 
 @rule("arith.cmpi")
 def _cmpi(t: Translator, op: ir.Operation) -> None:
     x, y = (t.value(v) for v in op.operands)
     direction, kind = CMPI[int(ir.IntegerAttr(op.attributes["predicate"]).value)]
-    if b.element_type_of(x) == ir.IntegerType.get_signless(1):
+    if builders.element_type_of(x) == ir.IntegerType.get_signless(1):
         kind = "UNSIGNED"  # i1 compares as bits
     elif kind == "UNSIGNED":  # XLA compares by the element type's signedness
         x, y = _unsigned(x), _unsigned(y)
-    t.set(op.results[0], b.compare(x, y, direction, kind))
+    t.set(op.results[0], builders.compare(x, y, direction, kind))
 
 
 def _cmpf(x: ir.Value, y: ir.Value, predicate: int) -> ir.Value:
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     i1 = ir.IntegerType.get_signless(1)
     if predicate in (0, 15):
-        return b.scalar_constant(predicate == 15, i1, shape)
+        return builders.scalar_constant(predicate == 15, i1, shape)
     if predicate in CMPF_ORDERED:
-        return b.compare(x, y, CMPF_ORDERED[predicate], "FLOAT")
+        return builders.compare(x, y, CMPF_ORDERED[predicate], "FLOAT")
     if predicate == 6:  # one: ordered and unequal
-        return b.binary("or", b.compare(x, y, "LT", "FLOAT"), b.compare(x, y, "GT", "FLOAT"))
+        return builders.binary("or", builders.compare(x, y, "LT", "FLOAT"), builders.compare(x, y, "GT", "FLOAT"))
     if predicate == 7:  # ord: neither is NaN
-        return b.binary("and", b.compare(x, x, "EQ", "FLOAT"), b.compare(y, y, "EQ", "FLOAT"))
+        return builders.binary("and", builders.compare(x, x, "EQ", "FLOAT"), builders.compare(y, y, "EQ", "FLOAT"))
     if predicate in CMPF_NEGATED:
-        return b.unary("not", _cmpf(x, y, CMPF_NEGATED[predicate]))
+        return builders.unary("not", _cmpf(x, y, CMPF_NEGATED[predicate]))
     raise KernelError(f"arith.cmpf predicate {predicate}")
 
 
@@ -159,9 +159,9 @@ def _cmpf_rule(t: Translator, op: ir.Operation) -> None:
 @rule("arith.select")
 def _select(t: Translator, op: ir.Operation) -> None:
     pred, x, y = (t.value(v) for v in op.operands)
-    if b.shape_of(pred) != b.shape_of(x):  # a scalar condition choosing between vectors
-        pred = b.broadcast_in_dim(pred, b.shape_of(x), [])
-    t.set(op.results[0], b.select(pred, x, y))
+    if builders.shape_of(pred) != builders.shape_of(x):  # a scalar condition choosing between vectors
+        pred = builders.broadcast_in_dim(pred, builders.shape_of(x), [])
+    t.set(op.results[0], builders.select(pred, x, y))
 
 
 @rule("arith.extf", "arith.truncf", "arith.extsi", "arith.trunci", "arith.sitofp", "arith.fptosi",
@@ -169,16 +169,16 @@ def _select(t: Translator, op: ir.Operation) -> None:
 def _convert(t: Translator, op: ir.Operation) -> None:
     out = tensor_type(op.results[0].type)
     x = t.value(op.operands[0])
-    t.set(op.results[0], x if x.type == out else b.op1("stablehlo.convert", out, [x]))
+    t.set(op.results[0], x if x.type == out else builders.op1("stablehlo.convert", out, [x]))
 
 
 @rule("arith.extui", "arith.uitofp")
 def _convert_unsigned(t: Translator, op: ir.Operation) -> None:
     out = tensor_type(op.results[0].type)
     x = t.value(op.operands[0])
-    if b.element_type_of(x) != ir.IntegerType.get_signless(1):  # i1 converts as 0/1 already
+    if builders.element_type_of(x) != ir.IntegerType.get_signless(1):  # i1 converts as 0/1 already
         x = _unsigned(x)
-    t.set(op.results[0], b.op1("stablehlo.convert", out, [x]))
+    t.set(op.results[0], builders.op1("stablehlo.convert", out, [x]))
 
 
 @rule("arith.fptoui")
@@ -186,13 +186,13 @@ def _fptoui(t: Translator, op: ir.Operation) -> None:
     out = tensor_type(op.results[0].type)
     width = ir.IntegerType(out.element_type).width
     unsigned = ir.RankedTensorType.get(out.shape, ir.IntegerType.get_unsigned(width))
-    t.set(op.results[0], b.op1("stablehlo.bitcast_convert", out,
-                               [b.op1("stablehlo.convert", unsigned, [t.value(op.operands[0])])]))
+    t.set(op.results[0], builders.op1("stablehlo.bitcast_convert", out,
+                               [builders.op1("stablehlo.convert", unsigned, [t.value(op.operands[0])])]))
 
 
 @rule("arith.bitcast")
 def _bitcast(t: Translator, op: ir.Operation) -> None:
-    t.set(op.results[0], b.op1("stablehlo.bitcast_convert", tensor_type(op.results[0].type), [t.value(op.operands[0])]))
+    t.set(op.results[0], builders.op1("stablehlo.bitcast_convert", tensor_type(op.results[0].type), [t.value(op.operands[0])]))
 
 
 @rule("tpu.bitcast")
@@ -201,13 +201,13 @@ def _tpu_bitcast(t: Translator, op: ir.Operation) -> None:
     dim, which is not supported yet."""
     out = tensor_type(op.results[0].type)
     x = t.value(op.operands[0])
-    if b.shape_of(x) != list(out.shape):
+    if builders.shape_of(x) != list(out.shape):
         raise KernelError(f"tpu.bitcast from {x.type} to {out} changes the element width")
-    t.set(op.results[0], b.op1("stablehlo.bitcast_convert", out, [x]))
+    t.set(op.results[0], builders.op1("stablehlo.bitcast_convert", out, [x]))
 
 
 @rule("tpu.reciprocal")
 def _reciprocal(t: Translator, op: ir.Operation) -> None:
     """Exact on CPU; the TPU's approximate reciprocal (approx=True) is a faster estimate."""
     x = t.value(op.operands[0])
-    t.set(op.results[0], b.binary("divide", b.scalar_constant(1, b.element_type_of(x), b.shape_of(x)), x))
+    t.set(op.results[0], builders.binary("divide", builders.scalar_constant(1, builders.element_type_of(x), builders.shape_of(x)), x))

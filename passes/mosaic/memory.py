@@ -8,7 +8,7 @@ from typing import Sequence
 
 from jaxlib.mlir import ir
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import (Ref, Reshaped, Translator, attr, index_value, int_list, rule, segments,
                                      squeeze_dims)
@@ -25,7 +25,7 @@ def _starts(t: Translator, ref: Ref, indices: Sequence[ir.Value]) -> list[ir.Val
 
 
 def _add(x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.binary("add", x, y if y.type == x.type else b.convert(y, b.element_type_of(x)))
+    return builders.binary("add", x, y if y.type == x.type else builders.convert(y, builders.element_type_of(x)))
 
 
 def _window(ref: Ref, shape: Sequence[int], strides: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -50,7 +50,7 @@ def load_view(t: Translator, ref: Ref) -> ir.Value:
     sizes = [1] * len(ref.offsets)
     for i, d in enumerate(ref.dims):
         sizes[d] = ref.shape[i]
-    return b.reshape(b.dynamic_slice(t.read_buffer(ref.buffer), _view_starts(ref), sizes), ref.shape)
+    return builders.reshape(builders.dynamic_slice(t.read_buffer(ref.buffer), _view_starts(ref), sizes), ref.shape)
 
 
 def store_view(t: Translator, ref: Ref, value: ir.Value) -> None:
@@ -59,50 +59,50 @@ def store_view(t: Translator, ref: Ref, value: ir.Value) -> None:
     for i, d in enumerate(ref.dims):
         sizes[d] = ref.shape[i]
     buffer = t.read_buffer(ref.buffer)
-    t.write_buffer(ref.buffer, b.dynamic_update_slice(buffer, b.reshape(value, sizes), _view_starts(ref)))
+    t.write_buffer(ref.buffer, builders.dynamic_update_slice(buffer, builders.reshape(value, sizes), _view_starts(ref)))
 
 
 def load(t: Translator, ref: Ref, indices: Sequence[ir.Value], result: ir.RankedTensorType,
          strides: Sequence[int] = ()) -> ir.Value:
     buffer = t.read_buffer(ref.buffer)
     sizes, strides = _window(ref, result.shape, strides)
-    piece = b.dynamic_slice(buffer, _starts(t, ref, indices), sizes)
+    piece = builders.dynamic_slice(buffer, _starts(t, ref, indices), sizes)
     if any(s != 1 for s in strides):
         full = [1] * len(ref.offsets)
         for i, d in enumerate(ref.dims):
             full[d] = strides[i]
-        piece = b.slice_(piece, [0] * len(sizes), sizes, full)
-    return b.reshape(piece, list(result.shape))
+        piece = builders.slice_(piece, [0] * len(sizes), sizes, full)
+    return builders.reshape(piece, list(result.shape))
 
 
 def store(t: Translator, ref: Ref, indices: Sequence[ir.Value], value: ir.Value, mask: ir.Value | None = None,
           strides: Sequence[int] = (), add: bool = False) -> None:
     buffer = t.read_buffer(ref.buffer)
-    sizes, strides = _window(ref, b.shape_of(value), strides)
+    sizes, strides = _window(ref, builders.shape_of(value), strides)
     starts = _starts(t, ref, indices)
     full_strides = [1] * len(sizes)
     for i, d in enumerate(ref.dims):
         full_strides[d] = strides[i]
     vector_sizes = [(n - 1) // s + 1 for n, s in zip(sizes, full_strides)]
-    piece = b.reshape(value, vector_sizes)
+    piece = builders.reshape(value, vector_sizes)
     strided = any(s != 1 for s in full_strides)
     if strided:  # the values spread over the span, the elements between them kept
-        piece = b.pad(piece, [0] * len(sizes), [0] * len(sizes), interior=[s - 1 for s in full_strides])
-        hit = b.pad(b.scalar_constant(True, ir.IntegerType.get_signless(1), vector_sizes), [0] * len(sizes),
-                    [0] * len(sizes), b.scalar_constant(False, ir.IntegerType.get_signless(1)),
+        piece = builders.pad(piece, [0] * len(sizes), [0] * len(sizes), interior=[s - 1 for s in full_strides])
+        hit = builders.pad(builders.scalar_constant(True, ir.IntegerType.get_signless(1), vector_sizes), [0] * len(sizes),
+                    [0] * len(sizes), builders.scalar_constant(False, ir.IntegerType.get_signless(1)),
                     interior=[s - 1 for s in full_strides])
-        mask = hit if mask is None else b.binary("and", hit, b.pad(
-            b.reshape(mask, vector_sizes), [0] * len(sizes), [0] * len(sizes),
-            b.scalar_constant(False, ir.IntegerType.get_signless(1)), interior=[s - 1 for s in full_strides]))
+        mask = hit if mask is None else builders.binary("and", hit, builders.pad(
+            builders.reshape(mask, vector_sizes), [0] * len(sizes), [0] * len(sizes),
+            builders.scalar_constant(False, ir.IntegerType.get_signless(1)), interior=[s - 1 for s in full_strides]))
     elif mask is not None:
-        mask = b.reshape(mask, sizes)
+        mask = builders.reshape(mask, sizes)
     if mask is not None or add:
-        old = b.dynamic_slice(buffer, starts, sizes)
+        old = builders.dynamic_slice(buffer, starts, sizes)
         if add:
-            piece = b.binary("add", old, piece)
+            piece = builders.binary("add", old, piece)
         if mask is not None:
-            piece = b.select(mask, piece, old)
-    t.write_buffer(ref.buffer, b.dynamic_update_slice(buffer, piece, starts))
+            piece = builders.select(mask, piece, old)
+    t.write_buffer(ref.buffer, builders.dynamic_update_slice(buffer, piece, starts))
 
 
 def _result_type(op: ir.Operation) -> ir.RankedTensorType:
@@ -152,7 +152,7 @@ def _store(t: Translator, op: ir.Operation) -> None:
         rows = [bool(x) for x in ir.DenseBoolArrayAttr(op.attributes["sublane_mask"])] \
             if "sublane_mask" in op.attributes else []
         if rows and not all(rows):
-            mask_value = _sublane_mask(b.shape_of(t.value(value)), rows, mask_value)
+            mask_value = _sublane_mask(builders.shape_of(t.value(value)), rows, mask_value)
     add = "add" in op.attributes and ir.BoolAttr(op.attributes["add"]).value
     store(t, t.ref(base), indices, t.value(value), mask_value, _strides(op), add)
 
@@ -162,9 +162,9 @@ def _sublane_mask(shape: Sequence[int], rows: Sequence[bool], mask: ir.Value | N
     import numpy as np
 
     keep = np.array([rows[i % len(rows)] for i in range(shape[-2])])[:, None]
-    full = b.broadcast_in_dim(b.mask_constant(np.broadcast_to(keep, (shape[-2], shape[-1])).copy()),
+    full = builders.broadcast_in_dim(builders.mask_constant(np.broadcast_to(keep, (shape[-2], shape[-1])).copy()),
                               list(shape), [len(shape) - 2, len(shape) - 1])
-    return full if mask is None else b.binary("and", full, mask)
+    return full if mask is None else builders.binary("and", full, mask)
 
 
 @rule("tpu.memref_slice")

@@ -20,7 +20,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from passes.mosaic.kernel import KernelError
 
 RuleFn = Callable[["Translator", ir.Operation], None]
@@ -160,14 +160,14 @@ class Translator:
         if isinstance(buffer, Reshaped):
             from passes.mosaic.memory import load_view
 
-            return b.reshape(load_view(self, buffer.source), buffer.shape)
+            return builders.reshape(load_view(self, buffer.source), buffer.shape)
         return self.buffers[buffer]
 
     def write_buffer(self, buffer: "int | Reshaped", value: ir.Value) -> None:
         if isinstance(buffer, Reshaped):
             from passes.mosaic.memory import store_view
 
-            store_view(self, buffer.source, b.reshape(value, buffer.source.shape))
+            store_view(self, buffer.source, builders.reshape(value, buffer.source.shape))
         else:
             self.buffers[buffer] = value
 
@@ -241,7 +241,7 @@ class Translator:
         """stablehlo.if (or stablehlo.case on an index); each branch returns its values
         and leaves `buffers` written; the results are the values, then the written buffers."""
         types = list(result_types) + [self.buffers[i].type for i in written]
-        if_op = b.op(name, types, [pred], regions=len(branches))
+        if_op = builders.op(name, types, [pred], regions=len(branches))
         saved = list(self.buffers)
         for region, branch in zip(if_op.regions, branches):
             self.buffers = list(saved)
@@ -276,7 +276,7 @@ class Translator:
             out = body(bind(values))
             return list(out) + [self.buffers[i] for i in written]
 
-        results = b.while_loop(carried, cond_fn, body_fn)
+        results = builders.while_loop(carried, cond_fn, body_fn)
         self.buffers = list(saved)
         for k, i in enumerate(written):
             self.buffers[i] = results[n + k]
@@ -285,21 +285,21 @@ class Translator:
 
 def as_i32(x: ir.Value) -> ir.Value:
     """An integer scalar as i32 (index values are i32 already)."""
-    return x if b.element_type_of(x) == i32() else b.convert(x, i32())
+    return x if builders.element_type_of(x) == i32() else builders.convert(x, i32())
 
 
 def index_value(v: ir.Value | int) -> ir.Value:
     """An offset (a Python int or an integer scalar) as an i32 scalar."""
-    return b.scalar_constant(v, i32()) if isinstance(v, int) else as_i32(v)
+    return builders.scalar_constant(v, i32()) if isinstance(v, int) else as_i32(v)
 
 
 def dense_constant(a: ir.Attribute, t: ir.RankedTensorType) -> ir.Value:
     """A constant from an arith.constant's value (scalar, splat or dense elements)."""
     et = t.element_type
     if isinstance(a, ir.IntegerAttr):
-        return b.scalar_constant(ir.IntegerAttr(a).value, et, t.shape)
+        return builders.scalar_constant(ir.IntegerAttr(a).value, et, t.shape)
     if isinstance(a, ir.FloatAttr):
-        return b.scalar_constant(ir.FloatAttr(a).value, et, t.shape)
+        return builders.scalar_constant(ir.FloatAttr(a).value, et, t.shape)
     if isinstance(a, ir.DenseElementsAttr):
         d = ir.DenseElementsAttr(a)
         if d.is_splat:
@@ -311,8 +311,8 @@ def dense_constant(a: ir.Attribute, t: ir.RankedTensorType) -> ir.Value:
         else:
             raise KernelError(f"a dense constant of element type {et} is not supported")
         if isinstance(et, ir.IntegerType) and ir.IntegerType(et).width == 1:
-            return b.mask_constant(arr.astype(bool))
-        return b.op1("stablehlo.constant", t, [], {"value": ir.DenseElementsAttr.get(arr, type=et, shape=t.shape)})
+            return builders.mask_constant(arr.astype(bool))
+        return builders.op1("stablehlo.constant", t, [], {"value": ir.DenseElementsAttr.get(arr, type=et, shape=t.shape)})
     raise KernelError(f"constant attribute {a} is not supported")
 
 
@@ -342,10 +342,10 @@ def _index_switch(t: Translator, op: ir.Operation) -> None:
     region; the cases follow in `cases` order): stablehlo.case with the default last."""
     arg = as_i32(t.value(op.operands[0]))
     cases = int_list(op.attributes["cases"])
-    index = b.scalar_constant(len(cases), i32())
+    index = builders.scalar_constant(len(cases), i32())
     for k, value in enumerate(cases):
-        index = b.select(b.compare(arg, b.scalar_constant(value, i32()), "EQ", "SIGNED"),
-                         b.scalar_constant(k, i32()), index)
+        index = builders.select(builders.compare(arg, builders.scalar_constant(value, i32()), "EQ", "SIGNED"),
+                         builders.scalar_constant(k, i32()), index)
     types = [tensor_type(r.type) for r in op.results]
     regions = list(op.regions)
     written = t.written_buffers(regions)
@@ -372,11 +372,11 @@ def _scf_for(t: Translator, op: ir.Operation) -> None:
     written = t.written_buffers([op.regions[0]])
 
     def cond(values):
-        return b.compare(values[0], ub_v, "LT", "SIGNED")
+        return builders.compare(values[0], ub_v, "LT", "SIGNED")
 
     def body(values):
         outs = t.run_block(body_block, values)
-        return [b.binary("add", values[0], step_v)] + outs
+        return [builders.binary("add", values[0], step_v)] + outs
 
     results = t.build_while([lb_v] + [t.value(x) for x in inits], written, cond, body)
     for r, v in zip(op.results, results[1:]):

@@ -8,7 +8,7 @@ import re
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from passes.mosaic.kernel import KernelError
 from passes.mosaic.translate import Translator, attr, int_list, rule, tensor_type
 
@@ -26,18 +26,18 @@ REDUCTIONS = {
 def _broadcast(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
     out = tensor_type(op.results[0].type)
-    rank, src_rank = len(out.shape), len(b.shape_of(x))
-    t.set(op.results[0], b.broadcast_in_dim(x, list(out.shape), list(range(rank - src_rank, rank))))
+    rank, src_rank = len(out.shape), len(builders.shape_of(x))
+    t.set(op.results[0], builders.broadcast_in_dim(x, list(out.shape), list(range(rank - src_rank, rank))))
 
 
 @rule("vector.shape_cast", "tpu.reshape")
 def _shape_cast(t: Translator, op: ir.Operation) -> None:
-    t.set(op.results[0], b.reshape(t.value(op.operands[0]), list(tensor_type(op.results[0].type).shape)))
+    t.set(op.results[0], builders.reshape(t.value(op.operands[0]), list(tensor_type(op.results[0].type).shape)))
 
 
 @rule("vector.transpose", "tpu.transpose")
 def _transpose(t: Translator, op: ir.Operation) -> None:
-    t.set(op.results[0], b.transpose(t.value(op.operands[0]), int_list(op.attributes["permutation"])))
+    t.set(op.results[0], builders.transpose(t.value(op.operands[0]), int_list(op.attributes["permutation"])))
 
 
 def _kind(op: ir.Operation) -> str:
@@ -51,12 +51,12 @@ def _kind(op: ir.Operation) -> str:
 def _multi_reduction(t: Translator, op: ir.Operation) -> None:
     source, acc = (t.value(v) for v in op.operands)
     body, float_init, int_init = REDUCTIONS[_kind(op)]
-    is_float = not isinstance(b.element_type_of(source), ir.IntegerType)
+    is_float = not isinstance(builders.element_type_of(source), ir.IntegerType)
     init = float_init if is_float else int_init
     if init is None:
-        raise KernelError(f"reduction {_kind(op)} of element type {b.element_type_of(source)}")
-    reduced = b.reduce(source, int_list(op.attributes["reduction_dims"]), body, init)
-    t.set(op.results[0], b.binary(body, reduced, acc))
+        raise KernelError(f"reduction {_kind(op)} of element type {builders.element_type_of(source)}")
+    reduced = builders.reduce(source, int_list(op.attributes["reduction_dims"]), body, init)
+    t.set(op.results[0], builders.binary(body, reduced, acc))
 
 
 @rule("tpu.iota")
@@ -65,14 +65,14 @@ def _iota(t: Translator, op: ir.Operation) -> None:
     dims = int_list(op.attributes["dimensions"]) if "dimensions" in op.attributes else [0]
     if len(dims) != 1:
         raise KernelError(f"tpu.iota over dimensions {dims}")
-    t.set(op.results[0], b.iota(out.element_type, list(out.shape), dims[0]))
+    t.set(op.results[0], builders.iota(out.element_type, list(out.shape), dims[0]))
 
 
 def _round_to_bf16(x: ir.Value) -> ir.Value:
-    et = b.element_type_of(x)
+    et = builders.element_type_of(x)
     if not isinstance(et, ir.F32Type):
         return x
-    return b.convert(b.convert(x, ir.BF16Type.get()), et)
+    return builders.convert(builders.convert(x, ir.BF16Type.get()), et)
 
 
 def _dot_dimension_numbers(a: ir.Attribute) -> list[list[int]]:
@@ -104,8 +104,8 @@ def _matmul(t: Translator, op: ir.Operation) -> None:
             rc, rnc = [1], [0]
         order = [0, lnc[0], 1, rnc[0]]
     element = out_type.element_type
-    product = b.op1("stablehlo.dot_general", ir.RankedTensorType.get(
-        [b.shape_of(lhs)[i] for i in lb] + [b.shape_of(lhs)[i] for i in lnc] + [b.shape_of(rhs)[i] for i in rnc],
+    product = builders.op1("stablehlo.dot_general", ir.RankedTensorType.get(
+        [builders.shape_of(lhs)[i] for i in lb] + [builders.shape_of(lhs)[i] for i in lnc] + [builders.shape_of(rhs)[i] for i in rnc],
         element), [lhs, rhs], {
         "dot_dimension_numbers": stablehlo.DotDimensionNumbers.get(
             lhs_batching_dimensions=lb, rhs_batching_dimensions=rb,
@@ -117,7 +117,7 @@ def _matmul(t: Translator, op: ir.Operation) -> None:
     pairs = list(zip(order[::2], order[1::2]))
     if pairs and pairs != natural:
         raise KernelError(f"tpu.matmul output order {pairs} differs from {natural}")
-    t.set(op.results[0], b.binary("add", acc, product))
+    t.set(op.results[0], builders.binary("add", acc, product))
 
 
 def _affine_results(a: ir.Attribute) -> list[int]:
@@ -147,15 +147,15 @@ def _contract(t: Translator, op: ir.Operation) -> None:
     contract = [d for d in lmap if d in rmap and d in reductions]
     if any(d in reductions for d in amap) or set(lmap) & reductions - set(rmap) or set(rmap) & reductions - set(lmap):
         raise KernelError("vector.contract reducing a dim of only one operand")
-    product = b.dot_general(lhs, rhs, b.element_type_of(acc), [lmap.index(d) for d in batch],
+    product = builders.dot_general(lhs, rhs, builders.element_type_of(acc), [lmap.index(d) for d in batch],
                             [rmap.index(d) for d in batch], [lmap.index(d) for d in contract],
                             [rmap.index(d) for d in contract])
     natural = batch + [d for d in lmap if d not in rmap] + [d for d in rmap if d not in lmap]
     if sorted(natural) != sorted(amap):
         raise KernelError("vector.contract whose result dims are not its operands' free dims")
     if natural != amap:
-        product = b.transpose(product, [natural.index(d) for d in amap])
-    t.set(op.results[0], b.binary("add", acc, product))
+        product = builders.transpose(product, [natural.index(d) for d in amap])
+    t.set(op.results[0], builders.binary("add", acc, product))
 
 
 @rule("vector.extract_strided_slice")
@@ -163,11 +163,11 @@ def _extract_strided_slice(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
     offsets, sizes = int_list(op.attributes["offsets"]), int_list(op.attributes["sizes"])
     strides = int_list(op.attributes["strides"])
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     n = len(offsets)
     start = offsets + [0] * (len(shape) - n)
     limit = [o + (s - 1) * st + 1 for o, s, st in zip(offsets, sizes, strides)] + shape[n:]
-    t.set(op.results[0], b.slice_(x, start, limit, strides + [1] * (len(shape) - n)))
+    t.set(op.results[0], builders.slice_(x, start, limit, strides + [1] * (len(shape) - n)))
 
 
 @rule("vector.insert_strided_slice")
@@ -176,10 +176,10 @@ def _insert_strided_slice(t: Translator, op: ir.Operation) -> None:
     offsets = int_list(op.attributes["offsets"])
     if any(s != 1 for s in int_list(op.attributes["strides"])):
         raise KernelError("vector.insert_strided_slice with strides")
-    src_shape, dest_shape = b.shape_of(source), b.shape_of(dest)
-    source = b.reshape(source, [1] * (len(dest_shape) - len(src_shape)) + src_shape)
-    starts = [b.scalar_constant(o, ir.IntegerType.get_signless(32)) for o in offsets]
-    t.set(op.results[0], b.dynamic_update_slice(dest, source, starts))
+    src_shape, dest_shape = builders.shape_of(source), builders.shape_of(dest)
+    source = builders.reshape(source, [1] * (len(dest_shape) - len(src_shape)) + src_shape)
+    starts = [builders.scalar_constant(o, ir.IntegerType.get_signless(32)) for o in offsets]
+    t.set(op.results[0], builders.dynamic_update_slice(dest, source, starts))
 
 
 @rule("vector.extract")
@@ -188,16 +188,16 @@ def _extract(t: Translator, op: ir.Operation) -> None:
     position = int_list(op.attributes["static_position"])
     if len(op.operands) > 1 or any(p < 0 for p in position):
         raise KernelError("vector.extract at a dynamic position")
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     n = len(position)
-    piece = b.slice_(x, position + [0] * (len(shape) - n), [p + 1 for p in position] + shape[n:])
-    t.set(op.results[0], b.reshape(piece, list(tensor_type(op.results[0].type).shape)))
+    piece = builders.slice_(x, position + [0] * (len(shape) - n), [p + 1 for p in position] + shape[n:])
+    t.set(op.results[0], builders.reshape(piece, list(tensor_type(op.results[0].type).shape)))
 
 
 @rule("tpu.concatenate")
 def _concatenate(t: Translator, op: ir.Operation) -> None:
     dim = int(ir.IntegerAttr(op.attributes["dimension"]).value)
-    t.set(op.results[0], b.concatenate([t.value(v) for v in op.operands], dim))
+    t.set(op.results[0], builders.concatenate([t.value(v) for v in op.operands], dim))
 
 
 @rule("tpu.dynamic_rotate")
@@ -208,12 +208,12 @@ def _rotate(t: Translator, op: ir.Operation) -> None:
     dim = int(ir.IntegerAttr(op.attributes["dimension"]).value)
     if "stride" in op.attributes:
         raise KernelError("a strided rotate is not supported")
-    n = b.shape_of(x)[dim]
+    n = builders.shape_of(x)[dim]
     amount = t.value(op.operands[1])
     i32 = ir.IntegerType.get_signless(32)
-    shift = b.binary("remainder", b.convert(amount, i32) if b.element_type_of(amount) != i32 else amount,
-                     b.scalar_constant(n, i32))
-    start = b.binary("remainder", b.binary("subtract", b.scalar_constant(n, i32), shift), b.scalar_constant(n, i32))
-    zero = b.scalar_constant(0, i32)
-    starts = [start if d == dim else zero for d in range(len(b.shape_of(x)))]
-    t.set(op.results[0], b.dynamic_slice(b.concatenate([x, x], dim), starts, b.shape_of(x)))
+    shift = builders.binary("remainder", builders.convert(amount, i32) if builders.element_type_of(amount) != i32 else amount,
+                     builders.scalar_constant(n, i32))
+    start = builders.binary("remainder", builders.binary("subtract", builders.scalar_constant(n, i32), shift), builders.scalar_constant(n, i32))
+    zero = builders.scalar_constant(0, i32)
+    starts = [start if d == dim else zero for d in range(len(builders.shape_of(x)))]
+    t.set(op.results[0], builders.dynamic_slice(builders.concatenate([x, x], dim), starts, builders.shape_of(x)))

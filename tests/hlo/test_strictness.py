@@ -12,7 +12,7 @@ import pytest
 
 from converter.tools.cli import main
 from converter.common.errors import ConverterWarning
-from converter.hlo import attrs as A
+from converter.hlo import attrs
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.mlir.serialize import is_hlo_text
 from tests.hlo.xla_view import xla_module
@@ -83,8 +83,8 @@ def test_allow_unknown_attributes_keeps_them_raw_and_warns_naming_each():
     assert messages == module.warnings
     assert [re.search(r"'(\w+)'", m).group(1) for m in messages] == ["frobnicate_level", "schedule_hint"]
     assert messages[1].startswith("m.hlo:11:117: warning: unknown attribute 'schedule_hint' for all-reduce")
-    assert module.entry.root.attrs["schedule_hint"] == A.Raw("{a, b}")
-    assert module.attrs["frobnicate_level"] == A.Raw("9")
+    assert module.entry.root.attrs["schedule_hint"] == attrs.Raw("{a, b}")
+    assert module.attrs["frobnicate_level"] == attrs.Raw("9")
 
 
 def test_cli_refuses_a_typo_and_accepts_it_only_when_told(tmp_path, capsys):
@@ -151,28 +151,28 @@ BEYOND_JAXLIB = {
     # collective-reduce: jaxlib 0.12 no longer takes mode (older XLA wrote it); dot: configs jaxlib 0.12 added.
     "collective-reduce": {"mode"}, "dot": {"block_scaling_config", "sparsity_config"},
 }
-@pytest.mark.parametrize("opcode", sorted(A.OPCODE_ATTRS))
+@pytest.mark.parametrize("opcode", sorted(attrs.OPCODE_ATTRS))
 def test_opcode_table_takes_what_xla_takes(opcode):
     theirs = _xla_allowed(opcode)
     if theirs is None:
         pytest.skip(f"jaxlib 0.10.2 has no probe-able '{opcode}'")
-    ours = A.OPCODE_ATTRS[opcode]
+    ours = attrs.OPCODE_ATTRS[opcode]
     assert theirs <= ours, sorted(theirs - ours)
     assert ours - theirs <= BEYOND_JAXLIB.get(opcode, set()), sorted(ours - theirs)
 
 
 def test_every_typed_attribute_belongs_to_some_opcode():
-    used = set().union(*A.OPCODE_ATTRS.values())
-    assert set(A.INSTRUCTION_ATTRS) <= used
-    assert used - set(A.INSTRUCTION_ATTRS) == {"metadata"}  # read by its own grammar rule
+    used = set().union(*attrs.OPCODE_ATTRS.values())
+    assert set(attrs.INSTRUCTION_ATTRS) <= used
+    assert used - set(attrs.INSTRUCTION_ATTRS) == {"metadata"}  # read by its own grammar rule
 
 
 def test_async_sugar_takes_the_wrapped_opcodes_attributes():
-    assert "dimensions" in A.attributes_of("all-to-all-start")
-    assert "async_execution_thread" in A.attributes_of("all-to-all-start")
-    assert "dimensions" not in A.attributes_of("all-to-all-done")
-    assert A.attributes_of("all-gather-done") == A.COMMON_ATTRS  # a dedicated async pair
-    assert A.attributes_of("no-such-op") is None
+    assert "dimensions" in attrs.attributes_of("all-to-all-start")
+    assert "async_execution_thread" in attrs.attributes_of("all-to-all-start")
+    assert "dimensions" not in attrs.attributes_of("all-to-all-done")
+    assert attrs.attributes_of("all-gather-done") == attrs.COMMON_ATTRS  # a dedicated async pair
+    assert attrs.attributes_of("no-such-op") is None
 
 
 # ------------------------------------------------------------ header and shapes

@@ -12,6 +12,7 @@ from jaxlib.mlir import ir
 import passes
 from converter.runtime.convert import convert_text
 from converter.tools.cli import main
+from converter.mlir import builders
 from passes import PASSES, PassError, PassOptions, parse_pipeline, register_pass, run_pipeline
 from tests.helpers import assert_close, convert_program, run_xla
 
@@ -55,17 +56,17 @@ def test_unknown_pass_is_an_error_listing_the_known_ones(capsys, tmp_path):
 def test_verification_failure_names_the_pass():
     @register_pass("test-break-module", "a deliberately broken pass (test only)")
     def break_module(module: ir.Module, options: PassOptions) -> None:
-        from passes.lib import rewrite as rw
+        from passes.lib import rewrite
 
-        op = rw.walk(module, "stablehlo.exponential")[0]
+        op = rewrite.walk(module, "stablehlo.exponential")[0]
         # A result type that disagrees with the operand's: invalid.
         op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
 
     @register_pass("test-read-module", "a pass that only reads (test only)")
     def read_module(module: ir.Module, options: PassOptions) -> None:
-        from passes.lib import rewrite as rw
+        from passes.lib import rewrite
 
-        rw.walk(module)
+        rewrite.walk(module)
 
     try:
         module = convert_text(MODULE, pipeline="none")
@@ -94,13 +95,13 @@ def test_passes_without_their_ops_are_skipped_and_the_next_pass_sees_every_op():
 
     def recorder(name):
         def run(module: ir.Module, options: PassOptions) -> None:
-            from passes.lib import rewrite as rw
+            from passes.lib import rewrite
 
-            seen[name] = [op.name for op in rw.walk(module)]
+            seen[name] = [op.name for op in rewrite.walk(module)]
             if name == "test-rewrite":  # changes the module: later passes must not see stale ops
-                exp = rw.walk(module, "stablehlo.exponential")[0]
-                with rw.at(exp):
-                    rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+                exp = rewrite.walk(module, "stablehlo.exponential")[0]
+                with rewrite.at(exp):
+                    rewrite.replace(exp, [builders.unary("tanh", exp.operands[0])])
         return run
 
     register_pass("test-wants-sort", "test only", ops=("stablehlo.sort",))(recorder("test-wants-sort"))
@@ -240,28 +241,28 @@ def test_passes_see_options_io():
 
 def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch, tmp_path):
     import passes.lib.manager as manager
-    from passes.lib import rewrite as rw
+    from passes.lib import rewrite
 
     walks = []
 
-    class CountedIndex(rw.OpIndex):
+    class CountedIndex(rewrite.OpIndex):
         def __init__(self, module):
             walks.append(1)
             super().__init__(module)
 
     monkeypatch.setattr(manager, "OpIndex", CountedIndex)
-    monkeypatch.setattr(rw, "OpIndex", CountedIndex)
+    monkeypatch.setattr(rewrite, "OpIndex", CountedIndex)
 
     def unchanged(module: ir.Module, options: PassOptions) -> bool:
         return False
 
     def rewrites(module: ir.Module, options: PassOptions) -> None:
-        exp = rw.walk(module, "stablehlo.exponential")[0]
-        with rw.at(exp):
-            rw.replace(exp, [rw.build.unary("tanh", exp.operands[0])])
+        exp = rewrite.walk(module, "stablehlo.exponential")[0]
+        with rewrite.at(exp):
+            rewrite.replace(exp, [builders.unary("tanh", exp.operands[0])])
 
     def walks_unchanged(module: ir.Module, options: PassOptions) -> bool:
-        rw.walk(module, "stablehlo.reduce")
+        rewrite.walk(module, "stablehlo.reduce")
         return False
 
     register_pass("test-unchanged", "test only", ops=("stablehlo.reduce",))(unchanged)

@@ -9,14 +9,14 @@ instruction works the same way for any opcode that has an import rule.
 
 from __future__ import annotations
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import flat_leaves
 from converter.importer.registry import RULES, import_rule, rule_factory
 
 
 def context_zeros(ctx, first_context_element: int = 2) -> list:
     shape = ctx.shape
-    return [b.zeros_like_type(t) for s in shape.tuple_shapes[first_context_element:] for t in ctx.result_types(s)]
+    return [builders.zeros_like_type(t) for s in shape.tuple_shapes[first_context_element:] for t in ctx.result_types(s)]
 
 
 def _check_start_shape(ctx) -> None:

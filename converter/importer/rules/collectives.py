@@ -11,7 +11,7 @@ from jaxlib.mlir import ir
 
 from converter.hlo.collectives import device_id_conflict
 from converter.hlo.ir import split_operand
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import flat_leaves, frontend_attributes
 from converter.importer.registry import import_rule
 from converter.importer.rules.async_ops import context_zeros
@@ -20,7 +20,7 @@ from converter.importer.rules.async_ops import context_zeros
 def _check_devices(ctx) -> None:
     """A collective naming a device beyond the header's counts has no meaning to run
     (XLA's runtime stops in a RET_CHECK): say which and where."""
-    hlo = ctx.mi.hlo
+    hlo = ctx.module_importer.hlo
     why = device_id_conflict(ctx.instr.opcode, ctx.attrs, hlo.replica_count, hlo.num_partitions)
     if why is not None:
         raise ctx.error(why)
@@ -29,9 +29,9 @@ def _check_devices(ctx) -> None:
 def collective_attrs(ctx, with_global_ids: bool = True) -> dict[str, ir.Attribute]:
     _check_devices(ctx)
     groups = ctx.attrs.get("replica_groups")
-    attrs = {"replica_groups": b.replica_groups_attr(groups.groups if groups is not None else [])}
+    attrs = {"replica_groups": builders.replica_groups_attr(groups.groups if groups is not None else [])}
     if "channel_id" in ctx.attrs:
-        attrs["channel_handle"] = b.channel_handle(ctx.attrs["channel_id"])
+        attrs["channel_handle"] = builders.channel_handle(ctx.attrs["channel_id"])
     if with_global_ids and ctx.attrs.get("use_global_device_ids"):
         attrs["use_global_device_ids"] = ir.UnitAttr.get()
     frontend = ctx.attrs.get("frontend_attributes")
@@ -49,7 +49,7 @@ def _participants(ctx) -> int:
     No groups: everyone the mode covers."""
     groups = ctx.attrs.get("replica_groups")
     given = len(groups.groups[0]) if groups is not None and groups.groups else None
-    hlo = ctx.mi.hlo
+    hlo = ctx.module_importer.hlo
     if ctx.attrs.get("use_global_device_ids"):
         return given or hlo.num_devices
     if "channel_id" not in ctx.attrs:
@@ -60,7 +60,7 @@ def _participants(ctx) -> int:
 
 
 def _all_reduce(ctx, leaves, result_types):
-    op = b.op("stablehlo.all_reduce", result_types, leaves, collective_attrs(ctx), regions=1)
+    op = builders.op("stablehlo.all_reduce", result_types, leaves, collective_attrs(ctx), regions=1)
     comp = ctx.attrs["to_apply"]
     ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))
     return list(op.results)
@@ -148,8 +148,8 @@ def _all_gather(ctx, leaves, result_types):
     the operands' bytes in the wrong order (jaxlib 0.10.2: wrong values, no error)."""
     _check_sharded_shapes(ctx, leaves, result_types, gather=True)
     attrs = collective_attrs(ctx)
-    attrs["all_gather_dim"] = b.i64_attr(ctx.attrs["dimensions"][0])
-    return [b.op1("stablehlo.all_gather", t, [x], attrs) for x, t in zip(leaves, result_types, strict=True)]
+    attrs["all_gather_dim"] = builders.i64_attr(ctx.attrs["dimensions"][0])
+    return [builders.op1("stablehlo.all_gather", t, [x], attrs) for x, t in zip(leaves, result_types, strict=True)]
 
 
 @import_rule("all-gather")
@@ -178,17 +178,17 @@ def import_reduce_scatter(ctx, *operands):
     results = ctx.result_types()
     _check_sharded_shapes(ctx, leaves, results, gather=False)
     attrs = collective_attrs(ctx)
-    attrs["scatter_dimension"] = b.i64_attr(ctx.attrs["dimensions"][0])
+    attrs["scatter_dimension"] = builders.i64_attr(ctx.attrs["dimensions"][0])
     if len(leaves) != 1:
         # StableHLO's reduce_scatter takes one operand: scatter each leaf on its own.
         out = []
         for x, t in zip(leaves, results):
-            op = b.op("stablehlo.reduce_scatter", [t], [x], attrs, regions=1)
+            op = builders.op("stablehlo.reduce_scatter", [t], [x], attrs, regions=1)
             comp = ctx.attrs["to_apply"]
             ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))
             out.append(op.result)
         return out
-    op = b.op("stablehlo.reduce_scatter", results, leaves, attrs, regions=1)
+    op = builders.op("stablehlo.reduce_scatter", results, leaves, attrs, regions=1)
     comp = ctx.attrs["to_apply"]
     ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))
     return list(op.results)
@@ -203,27 +203,27 @@ def import_all_to_all(ctx, *operands):
     if groups is None or not groups.groups:
         # StableHLO's all_to_all needs its groups written out (split_count = group size;
         # its verifier divides by the size of an empty group): everyone in the mode.
-        attrs["replica_groups"] = b.replica_groups_attr([list(range(n))])
+        attrs["replica_groups"] = builders.replica_groups_attr([list(range(n))])
     if "dimensions" in ctx.attrs:
         dim = ctx.attrs["dimensions"][0]
-        attrs.update(split_dimension=b.i64_attr(dim), concat_dimension=b.i64_attr(dim), split_count=b.i64_attr(n))
-        return list(b.op("stablehlo.all_to_all", ctx.result_types(), leaves, attrs).results)
+        attrs.update(split_dimension=builders.i64_attr(dim), concat_dimension=builders.i64_attr(dim), split_count=builders.i64_attr(n))
+        return list(builders.op("stablehlo.all_to_all", ctx.result_types(), leaves, attrs).results)
     # Tuple form: operand i goes to participant i, which keeps it as its result p when
     # it came from participant p.  Stack, exchange along the new leading axis, unstack.
     if len(leaves) != n:
         raise ctx.error(f"tuple all-to-all with {len(leaves)} operands in groups of {n}")
-    shape = b.shape_of(leaves[0])
-    stacked = b.concatenate([b.reshape(x, [1, *shape]) for x in leaves], 0)
-    attrs.update(split_dimension=b.i64_attr(0), concat_dimension=b.i64_attr(0), split_count=b.i64_attr(n))
-    exchanged = b.op1("stablehlo.all_to_all", stacked.type, [stacked], attrs)
-    return [b.reshape(b.slice_(exchanged, [i] + [0] * len(shape), [i + 1] + shape), shape) for i in range(n)]
+    shape = builders.shape_of(leaves[0])
+    stacked = builders.concatenate([builders.reshape(x, [1, *shape]) for x in leaves], 0)
+    attrs.update(split_dimension=builders.i64_attr(0), concat_dimension=builders.i64_attr(0), split_count=builders.i64_attr(n))
+    exchanged = builders.op1("stablehlo.all_to_all", stacked.type, [stacked], attrs)
+    return [builders.reshape(builders.slice_(exchanged, [i] + [0] * len(shape), [i + 1] + shape), shape) for i in range(n)]
 
 
 def _collective_permute(ctx, x, result_type, pairs):
-    attrs = {"source_target_pairs": b.i64_elements(pairs, shape=(len(pairs), 2))}
+    attrs = {"source_target_pairs": builders.i64_elements(pairs, shape=(len(pairs), 2))}
     if "channel_id" in ctx.attrs:
-        attrs["channel_handle"] = b.channel_handle(ctx.attrs["channel_id"])
-    return b.op1("stablehlo.collective_permute", result_type, [x], attrs)
+        attrs["channel_handle"] = builders.channel_handle(ctx.attrs["channel_id"])
+    return builders.op1("stablehlo.collective_permute", result_type, [x], attrs)
 
 
 def _refuse_in_place(ctx) -> None:
@@ -260,7 +260,7 @@ def import_collective_permute_start(ctx, *operands):
 def import_collective_broadcast(ctx, *operands):
     leaves = flat_leaves(operands)
     attrs = collective_attrs(ctx, with_global_ids=False)
-    return [b.op1("stablehlo.collective_broadcast", t, [x], attrs) for x, t in zip(leaves, ctx.result_types())]
+    return [builders.op1("stablehlo.collective_broadcast", t, [x], attrs) for x, t in zip(leaves, ctx.result_types())]
 
 
 @import_rule("ragged-all-to-all")
@@ -282,7 +282,7 @@ def import_send(ctx, data, token):
     if ctx.attrs.get("is_host_transfer"):
         raise ctx.error("send to the host has no portable equivalent")
     types = ctx.result_types()
-    return [data, *[b.zeros_like_type(t) for t in types[1:-1]], token]
+    return [data, *[builders.zeros_like_type(t) for t in types[1:-1]], token]
 
 
 @import_rule("send-done")
@@ -296,7 +296,7 @@ def import_recv(ctx, token):
         raise ctx.error("recv from the host has no portable equivalent")
     # The data is produced at recv-done, from the matching send's operand.
     types = ctx.result_types()
-    return [*[b.zeros_like_type(t) for t in types[:-1]], token]
+    return [*[builders.zeros_like_type(t) for t in types[:-1]], token]
 
 
 @import_rule("recv-done")
@@ -305,29 +305,29 @@ def import_recv_done(ctx, recv):
     along `_xla_send_recv_source_target_pairs` (how XLA pipelines collectives)."""
     recv_instr = ctx.operand_instruction(0)
     channel = recv_instr.attrs.get("channel_id")
-    comp = ctx.ci.comp
+    comp = ctx.computation_importer.comp
     send = next((i for i in comp.instructions if i.opcode == "send" and i.attrs.get("channel_id") == channel), None)
     if send is None:
         raise ctx.error(f"recv-done of channel {channel} has no matching send in the same computation")
-    data = ctx.ci.value(send.operands[0]) if split_operand(send.operands[0])[0] in ctx.ci.values else None
+    data = ctx.computation_importer.value(send.operands[0]) if split_operand(send.operands[0])[0] in ctx.computation_importer.values else None
     if data is None:
         raise ctx.error(f"the data of send %{send.name} (channel {channel}) is computed after this recv-done")
     pairs = _pairs_from_frontend(ctx, recv_instr)
     data_type = ctx.result_types()[0]
-    out = b.op1("stablehlo.collective_permute", data_type, [data[0]], {
-        "source_target_pairs": b.i64_elements(pairs, shape=(len(pairs), 2)),
+    out = builders.op1("stablehlo.collective_permute", data_type, [data[0]], {
+        "source_target_pairs": builders.i64_elements(pairs, shape=(len(pairs), 2)),
     })
     return [out, recv[-1]]
 
 
 @import_rule("partition-id")
 def import_partition_id(ctx):
-    return b.op1("stablehlo.partition_id", ctx.result_type(), [])
+    return builders.op1("stablehlo.partition_id", ctx.result_type(), [])
 
 
 @import_rule("replica-id")
 def import_replica_id(ctx):
-    return b.op1("stablehlo.replica_id", ctx.result_type(), [])
+    return builders.op1("stablehlo.replica_id", ctx.result_type(), [])
 
 
 @import_rule("infeed", "outfeed")

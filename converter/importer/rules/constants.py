@@ -8,7 +8,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.ir import Shape
 from converter.hlo.printer import shape_to_text
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import dense_elements
 from converter.importer.registry import import_rule
 
@@ -31,11 +31,11 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
     from converter.hlo import dtypes
 
     if shape.is_token:
-        return b.op1("stablehlo.after_all", stablehlo.TokenType.get(), [])
+        return builders.op1("stablehlo.after_all", stablehlo.TokenType.get(), [])
     if value is None:
-        policy = ctx.mi.options.elided_constants
+        policy = ctx.module_importer.options.elided_constants
         if policy == "mark":
-            ctx.mi.elided_constants.append(ctx.instr.name)
+            ctx.module_importer.elided_constants.append(ctx.instr.name)
             policy = "zeros"
         if policy == "error":
             raise ctx.error(
@@ -43,10 +43,10 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
                 "XLA_FLAGS=--xla_dump_large_constants (or print with print_large_constants), or pass "
                 "--elided-constants=zeros|random to run with made-up values")
         dtype = dtypes.numpy_dtype(shape.element_type)
-        if ctx.mi.elided_constants and ctx.mi.elided_constants[-1] == ctx.instr.name:
+        if ctx.module_importer.elided_constants and ctx.module_importer.elided_constants[-1] == ctx.instr.name:
             # Marked: execution refuses, so the zeros are never materialized; a splat
             # holds them in constant space whatever the size.
-            return b.op1("stablehlo.constant", ctx.result_type(shape), [],
+            return builders.op1("stablehlo.constant", ctx.result_type(shape), [],
                          {"value": dense_elements(np.zeros((), dtype), shape.element_type, shape.dims)})
         from converter.common.resources import check_fits
 
@@ -54,10 +54,10 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
         check_fits(shape.byte_size() * (1 if policy == "zeros" else 3),
                    f"constant '{ctx.instr.name}' ({shape_to_text(shape, False)}, elided in the dump) made up as {policy}")
         if policy == "zeros":
-            return b.op1("stablehlo.constant", ctx.result_type(shape), [],
+            return builders.op1("stablehlo.constant", ctx.result_type(shape), [],
                          {"value": dense_elements(np.zeros((), dtype), shape.element_type, shape.dims)})
         else:
-            rng = ctx.mi._rng
+            rng = ctx.module_importer._rng
             if dtype.kind in "iu":
                 value = rng.integers(0, 8, size=shape.dims).astype(dtype)
             elif dtype.kind == "b":
@@ -68,9 +68,9 @@ def _array_constant(ctx, value, shape: Shape) -> ir.Value:
     if value.size == 1:
         # Scalars and splats repeat (zeros, ones, -inf): their attribute is made once.
         key = (shape.element_type, shape.dims, value.dtype.str, value.tobytes())
-        attr = ctx.mi.splat_constants.get(key)
+        attr = ctx.module_importer.splat_constants.get(key)
         if attr is None:
-            attr = ctx.mi.splat_constants[key] = dense_elements(value.reshape(shape.dims), shape.element_type)
+            attr = ctx.module_importer.splat_constants[key] = dense_elements(value.reshape(shape.dims), shape.element_type)
     else:
         attr = dense_elements(value.reshape(shape.dims), shape.element_type)
-    return b.op1("stablehlo.constant", ctx.result_type(shape), [], {"value": attr})
+    return builders.op1("stablehlo.constant", ctx.result_type(shape), [], {"value": attr})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func, stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import ComputationImporter, operand_leaves
 from converter.importer.registry import import_rule
 
@@ -20,11 +20,11 @@ def import_call(ctx, *operands):
 def import_fusion(ctx, *operands):
     calls = ctx.attrs["calls"]
     args = [operand_leaves(x) for x in operands]
-    if not ctx.mi.options.keep_fusions:
+    if not ctx.module_importer.options.keep_fusions:
         return ctx.inline(calls[0], args)
     comp = ctx.computation(calls[0])
     flat = [v for group in args for v in group]
-    name, result_types = ctx.mi.fusion_function(comp, [v.type for v in flat])
+    name, result_types = ctx.module_importer.fusion_function(comp, [v.type for v in flat])
     call = func.CallOp(result_types, ir.FlatSymbolRefAttr.get(name), flat)
     kind = ctx.attrs.get("kind")
     if kind:
@@ -36,11 +36,11 @@ def import_fusion(ctx, *operands):
 def import_while(ctx, init):
     init = operand_leaves(init)
     types = [v.type for v in init]
-    plan = ctx.mi.tap_plan
+    plan = ctx.module_importer.tap_plan
     taps = plan.in_loop_body.get(ctx.attrs["body"], []) if plan is not None else []
     if taps:
         return _while_with_taps(ctx, init, taps)
-    op = b.op("stablehlo.while", types, init, regions=2)
+    op = builders.op("stablehlo.while", types, init, regions=2)
     # Condition and body take the whole loop state (tuple or array) as one parameter.
     ctx.region(op.regions[0], ctx.attrs["condition"], [types])
     ctx.region(op.regions[1], ctx.attrs["body"], [types])
@@ -51,38 +51,38 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
     """A while loop that also carries the values of the taps inside its body: each
     iteration overwrites them, so the loop's extra results are the last iteration's
     values (zeros when it runs none); recorded as the taps' values outside the loop."""
-    mi = ctx.mi
+    module_importer = ctx.module_importer
     n = len(init)
     zeros = []
     for name in taps:
-        for leaf in mi.tap_plan.instructions[name].shape.leaves():
+        for leaf in module_importer.tap_plan.instructions[name].shape.leaves():
             if not leaf.is_token:
                 zeros.append(ctx.constant(0, leaf.element_type, leaf.dims))
     state = init + zeros
-    op = b.op("stablehlo.while", [v.type for v in state], state, regions=2)
+    op = builders.op("stablehlo.while", [v.type for v in state], state, regions=2)
     for is_body, comp_name in ((False, ctx.attrs["condition"]), (True, ctx.attrs["body"])):
         block = op.regions[int(is_body)].blocks.append(*[v.type for v in state])
         args = [list(block.arguments)[:n]]
         comp = ctx.computation(comp_name)
         with ir.InsertionPoint(block):
-            mi.tap_collectors.append({})
-            results = ComputationImporter(mi, comp, args).run()
-            recorded = mi.tap_collectors.pop()
+            module_importer.tap_collectors.append({})
+            results = ComputationImporter(module_importer, comp, args).run()
+            recorded = module_importer.tap_collectors.pop()
             if is_body:
-                results = list(results) + mi.tap_values(taps, recorded)
-            with mi.location(comp.root):
+                results = list(results) + module_importer.tap_values(taps, recorded)
+            with module_importer.location(comp.root):
                 stablehlo.ReturnOp(results)
     carried = list(op.results)[n:]
     from converter.importer.taps import array_leaf_mask
 
     for name in taps:
-        mask = array_leaf_mask(mi.tap_plan.instructions[name])
+        mask = array_leaf_mask(module_importer.tap_plan.instructions[name])
         count = sum(mask)
         leaves, carried = carried[:count], carried[count:]
         # Token leaves are not carried; the recorded value holds array leaves only, in
         # the positions tap_values reads them from.
         it = iter(leaves)
-        mi.record_tap(name, [next(it) if keep else None for keep in mask])
+        module_importer.record_tap(name, [next(it) if keep else None for keep in mask])
     return list(op.results)[:n]
 
 
@@ -96,9 +96,9 @@ def import_conditional(ctx, selector, *branch_operands):
     if len(branches) != len(branch_operands):
         raise ctx.error(f"{len(branches)} branches but {len(branch_operands)} branch operands")
     if "branch_computations" in ctx.attrs:
-        op = b.op("stablehlo.case", result_types, [selector], regions=len(branches))
+        op = builders.op("stablehlo.case", result_types, [selector], regions=len(branches))
     else:
-        op = b.op("stablehlo.if", result_types, [selector], regions=2)
+        op = builders.op("stablehlo.if", result_types, [selector], regions=2)
     for region, comp_name, operand in zip(op.regions, branches, branch_operands):
         # Branch regions capture their operand from the enclosing scope.
         block = region.blocks.append()
@@ -111,12 +111,12 @@ def import_conditional(ctx, selector, *branch_operands):
 @import_rule("opt-barrier", "optimization-barrier")
 def import_optimization_barrier(ctx, operand):
     leaves = operand_leaves(operand)
-    return list(b.op("stablehlo.optimization_barrier", [v.type for v in leaves], leaves).results)
+    return list(builders.op("stablehlo.optimization_barrier", [v.type for v in leaves], leaves).results)
 
 
 @import_rule("after-all")
 def import_after_all(ctx, *tokens):
-    return b.op1("stablehlo.after_all", stablehlo.TokenType.get(), list(tokens))
+    return builders.op1("stablehlo.after_all", stablehlo.TokenType.get(), list(tokens))
 
 
 @import_rule("add-dependency")

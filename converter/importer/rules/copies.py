@@ -3,7 +3,7 @@ copy-start / copy-done pair between memory spaces."""
 
 from __future__ import annotations
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.registry import import_rule
 
 
@@ -17,7 +17,7 @@ def import_copy(ctx, x):
 def import_copy_start(ctx, x):
     # (destination, source, context): a copy between memory spaces, synchronous here.
     rest = ctx.result_types()[2:]
-    return [x, x, *[b.zeros_like_type(t) for t in rest]]
+    return [x, x, *[builders.zeros_like_type(t) for t in rest]]
 
 
 @import_rule("copy-done")

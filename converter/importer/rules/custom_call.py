@@ -9,7 +9,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.attrs import INSTRUCTION_ATTRS
 from converter.hlo.printer import attr_to_text, sharding_to_text
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import frontend_attributes
 from converter.importer.registry import import_rule
 
@@ -24,7 +24,7 @@ API_VERSIONS = {
 def _layout_attr(shape) -> ir.Attribute:
     m2m = list(shape.layout.minor_to_major) if shape.layout is not None and shape.layout.minor_to_major \
         else list(range(shape.rank - 1, -1, -1))
-    return b.layout_attr(m2m)
+    return builders.layout_attr(m2m)
 
 
 def _leaf_aliases(ctx, aliases) -> list[ir.Attribute]:
@@ -95,8 +95,8 @@ def import_custom_call(ctx, *operands):
         symbols = []
         for name in called:
             comp = ctx.computation(name)
-            arg_types = [t for p in comp.parameters for t in ctx.mi.leaf_types(p.shape)]
-            symbol, _ = ctx.mi.fusion_function(comp, arg_types)
+            arg_types = [t for p in comp.parameters for t in ctx.module_importer.leaf_types(p.shape)]
+            symbol, _ = ctx.module_importer.fusion_function(comp, arg_types)
             symbols.append(ir.FlatSymbolRefAttr.get(symbol))
         attrs["called_computations"] = ir.ArrayAttr.get(symbols)
     aliases = a.get("output_to_operand_aliasing")
@@ -123,5 +123,5 @@ def import_custom_call(ctx, *operands):
     for key in CONVOLUTION_ATTRS:
         if key in a:
             attrs[f"hlo.{key}"] = ir.StringAttr.get(attr_to_text(key, a[key], INSTRUCTION_ATTRS).split("=", 1)[1])
-    op = b.op("stablehlo.custom_call", ctx.result_types(), leaves, attrs)
+    op = builders.op("stablehlo.custom_call", ctx.result_types(), leaves, attrs)
     return list(op.results)

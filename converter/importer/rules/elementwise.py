@@ -7,7 +7,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from converter.hlo.ir import FLOAT_TYPES, SIGNED_TYPES
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.registry import import_rule
 from converter.mlir.context import mlir_element_type
 
@@ -65,18 +65,18 @@ def import_unary(ctx, x):
         raise ctx.error(f"{ctx.opcode} of {etype}: XLA defines it for signed, float and complex types only")
     if ctx.opcode in BIT_COUNTS and etype in SIGNED_TYPES:
         unsigned = mlir_element_type("u" + etype[1:])
-        bits = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(x, element=unsigned), [x])
-        counted = b.op1(UNARY[ctx.opcode], bits.type, [bits])
-        return b.op1("stablehlo.bitcast_convert", ctx.result_type(), [counted])
+        bits = builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(x, element=unsigned), [x])
+        counted = builders.op1(UNARY[ctx.opcode], bits.type, [bits])
+        return builders.op1("stablehlo.bitcast_convert", ctx.result_type(), [counted])
     if ctx.opcode not in ("real", "imag", "is-finite"):
-        x = b.match_float(x, ir.RankedTensorType(ctx.result_type()).element_type)
-    return b.op1(UNARY[ctx.opcode], ctx.result_type(), [x])
+        x = builders.match_float(x, ir.RankedTensorType(ctx.result_type()).element_type)
+    return builders.op1(UNARY[ctx.opcode], ctx.result_type(), [x])
 
 
 @import_rule(*CHLO_UNARY)
 def import_chlo_unary(ctx, x):
-    ctx.mi.uses_chlo = True
-    return b.op1(CHLO_UNARY[ctx.opcode], ctx.result_type(), [x])
+    ctx.module_importer.uses_chlo = True
+    return builders.op1(CHLO_UNARY[ctx.opcode], ctx.result_type(), [x])
 
 
 @import_rule(*BINARY)
@@ -86,7 +86,7 @@ def import_binary(ctx, lhs, rhs):
         if ctx.opcode not in PRED_BINARY:
             raise ctx.error(f"{ctx.opcode} of pred: XLA's shape inference accepts only and, or, xor, add, "
                             f"multiply, maximum, minimum and compare on pred")
-        return b.op1(f"stablehlo.{PRED_BINARY[ctx.opcode]}", ctx.result_type(), [lhs, rhs])
+        return builders.op1(f"stablehlo.{PRED_BINARY[ctx.opcode]}", ctx.result_type(), [lhs, rhs])
     if etype[0] in "su" and etype[1:].isdigit():
         if ctx.opcode == "divide":
             return integer_divide(lhs, rhs, signed=etype in SIGNED_TYPES)
@@ -97,8 +97,8 @@ def import_binary(ctx, lhs, rhs):
     result = ctx.result_type()
     if ctx.opcode != "complex" and not (lhs.type == result and rhs.type == result):
         element = ir.RankedTensorType(result).element_type
-        lhs, rhs = b.match_float(lhs, element), b.match_float(rhs, element)
-    return b.op1(BINARY[ctx.opcode], result, [lhs, rhs])
+        lhs, rhs = builders.match_float(lhs, element), builders.match_float(rhs, element)
+    return builders.op1(BINARY[ctx.opcode], result, [lhs, rhs])
 
 
 @import_rule("compare")
@@ -116,24 +116,24 @@ def import_compare(ctx, lhs, rhs):
             compare_type = "TOTALORDER"
         else:
             compare_type = "FLOAT" if is_float else ("SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")
-    attrs = ctx.mi.attribute_cache.get(("compare", direction, compare_type))
+    attrs = ctx.module_importer.attribute_cache.get(("compare", direction, compare_type))
     if attrs is None:  # made once per direction and type; op creation copies the dict
-        attrs = ctx.mi.attribute_cache[("compare", direction, compare_type)] = {
+        attrs = ctx.module_importer.attribute_cache[("compare", direction, compare_type)] = {
             "comparison_direction": stablehlo.ComparisonDirectionAttr.get(direction),
             "compare_type": stablehlo.ComparisonTypeAttr.get(compare_type)}
     if lhs.type != rhs.type:
-        types = [b.element_type_of(v) for v in (lhs, rhs)]
+        types = [builders.element_type_of(v) for v in (lhs, rhs)]
         if types[0] != types[1] and all(isinstance(t, ir.FloatType) for t in types):
             wider = max(types, key=lambda t: ir.FloatType(t).width)  # mixed precision compares exactly
-            lhs, rhs = b.match_float(lhs, wider), b.match_float(rhs, wider)
-    return b.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
+            lhs, rhs = builders.match_float(lhs, wider), builders.match_float(rhs, wider)
+    return builders.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
 
 
 @import_rule("select")
 def import_select(ctx, pred, on_true, on_false):
     element = ir.RankedTensorType(ctx.result_type()).element_type
-    on_true, on_false = b.match_float(on_true, element), b.match_float(on_false, element)
-    return b.op1("stablehlo.select", ctx.result_type(), [pred, on_true, on_false])
+    on_true, on_false = builders.match_float(on_true, element), builders.match_float(on_false, element)
+    return builders.op1("stablehlo.select", ctx.result_type(), [pred, on_true, on_false])
 
 
 @import_rule("clamp")
@@ -142,11 +142,11 @@ def import_clamp(ctx, lo, x, hi):
     if ctx.shape.element_type == "pred":
         # min(max(x, lo), hi) on {false < true}: (x or lo) and hi.  StableHLO's folder
         # orders constant i1 values as signed (true = -1 < false).
-        lo, hi = (b.broadcast_in_dim(v, b.shape_of(x), []) if not b.shape_of(v) and b.shape_of(x) else v
+        lo, hi = (builders.broadcast_in_dim(v, builders.shape_of(x), []) if not builders.shape_of(v) and builders.shape_of(x) else v
                   for v in (lo, hi))
-        return b.binary("and", b.binary("or", x, lo), hi)
-    lo, x, hi = (b.match_float(v, element) for v in (lo, x, hi))
-    return b.op1("stablehlo.clamp", ctx.result_type(), [lo, x, hi])
+        return builders.binary("and", builders.binary("or", x, lo), hi)
+    lo, x, hi = (builders.match_float(v, element) for v in (lo, x, hi))
+    return builders.op1("stablehlo.clamp", ctx.result_type(), [lo, x, hi])
 
 
 @import_rule("convert")
@@ -154,19 +154,19 @@ def import_convert(ctx, x):
     result = ctx.result_type()
     if x.type == result:
         return x
-    return b.convert(x, ir.RankedTensorType(result).element_type)
+    return builders.convert(x, ir.RankedTensorType(result).element_type)
 
 
 @import_rule("bitcast-convert")
 def import_bitcast_convert(ctx, x):
-    return b.op1("stablehlo.bitcast_convert", ctx.result_type(), [x])
+    return builders.op1("stablehlo.bitcast_convert", ctx.result_type(), [x])
 
 
 @import_rule("reduce-precision")
 def import_reduce_precision(ctx, x):
-    return b.op1("stablehlo.reduce_precision", ctx.result_type(), [x], {
-        "exponent_bits": b.i32_attr(ctx.attrs["exponent_bits"]),
-        "mantissa_bits": b.i32_attr(ctx.attrs["mantissa_bits"]),
+    return builders.op1("stablehlo.reduce_precision", ctx.result_type(), [x], {
+        "exponent_bits": builders.i32_attr(ctx.attrs["exponent_bits"]),
+        "mantissa_bits": builders.i32_attr(ctx.attrs["mantissa_bits"]),
     })
 
 
@@ -181,11 +181,11 @@ def import_mulhi(ctx, lhs, rhs):
     if bits == 64:
         return _mulhi_64(lhs, rhs, signed=etype.startswith("s"))
     wide = mlir_element_type(etype[0] + str(2 * bits))
-    wl, wr = b.convert(lhs, wide), b.convert(rhs, wide)
-    product = b.binary("multiply", wl, wr)
-    shift = b.scalar_constant(bits, wide, b.shape_of(product))
+    wl, wr = builders.convert(lhs, wide), builders.convert(rhs, wide)
+    product = builders.binary("multiply", wl, wr)
+    shift = builders.scalar_constant(bits, wide, builders.shape_of(product))
     name = "shift_right_arithmetic" if etype.startswith("s") else "shift_right_logical"
-    return b.convert(b.binary(name, product, shift), ir.RankedTensorType(ctx.result_type()).element_type)
+    return builders.convert(builders.binary(name, product, shift), ir.RankedTensorType(ctx.result_type()).element_type)
 
 
 @import_rule("stochastic-convert")
@@ -208,31 +208,31 @@ def import_stochastic_convert(ctx, x, random):
     if src not in FLOAT_TYPES or not random_type.startswith("u"):
         raise ctx.error(f"stochastic-convert of {src} with {random_type} random bits (expected a float operand "
                         f"and unsigned random bits of its width)")
-    shape = b.shape_of(x)
+    shape = builders.shape_of(x)
     ft = mlir_element_type(src)
     out_t = ctx.result_type()
     out_e = ir.RankedTensorType(out_t).element_type
     random_e = mlir_element_type(random_type)
     bits = int(random_type[1:])
-    negative = b.compare(b.unary("sign", x), b.scalar_constant(0.0, ft, shape), "LT", "FLOAT")
-    magnitude = b.unary("abs", x)
-    whole = b.unary("floor", magnitude)
-    fraction = b.binary("subtract", magnitude, whole)
+    negative = builders.compare(builders.unary("sign", x), builders.scalar_constant(0.0, ft, shape), "LT", "FLOAT")
+    magnitude = builders.unary("abs", x)
+    whole = builders.unary("floor", magnitude)
+    fraction = builders.binary("subtract", magnitude, whole)
     if src == "f16":
-        fraction = b.convert(fraction, mlir_element_type("f32"))
-    fraction_t = b.element_type_of(fraction)
-    scaled = b.binary("multiply", fraction, b.scalar_constant(2.0 ** bits, fraction_t, shape))
-    threshold = b.convert(scaled, random_e)
-    round_up = b.compare(random, threshold, "LT", "UNSIGNED")
-    truncated = b.convert(whole, out_e)
-    rounded = b.select(round_up, b.binary("add", truncated, b.scalar_constant(1, out_e, shape)), truncated)
-    signed = b.select(negative, b.unary("negate", rounded), rounded)
+        fraction = builders.convert(fraction, mlir_element_type("f32"))
+    fraction_t = builders.element_type_of(fraction)
+    scaled = builders.binary("multiply", fraction, builders.scalar_constant(2.0 ** bits, fraction_t, shape))
+    threshold = builders.convert(scaled, random_e)
+    round_up = builders.compare(random, threshold, "LT", "UNSIGNED")
+    truncated = builders.convert(whole, out_e)
+    rounded = builders.select(round_up, builders.binary("add", truncated, builders.scalar_constant(1, out_e, shape)), truncated)
+    signed = builders.select(negative, builders.unary("negate", rounded), rounded)
     width = int(dst[1:])
     lowest, highest = -(1 << (width - 1)), (1 << (width - 1)) - 1
-    at_lowest = b.compare(x, b.scalar_constant(float(lowest), ft, shape), "LE", "FLOAT")
-    signed = b.select(at_lowest, b.scalar_constant(lowest, out_e, shape), signed)
-    at_highest = b.compare(x, b.scalar_constant(float(highest), ft, shape), "GE", "FLOAT")
-    return b.select(at_highest, b.scalar_constant(highest, out_e, shape), signed)
+    at_lowest = builders.compare(x, builders.scalar_constant(float(lowest), ft, shape), "LE", "FLOAT")
+    signed = builders.select(at_lowest, builders.scalar_constant(lowest, out_e, shape), signed)
+    at_highest = builders.compare(x, builders.scalar_constant(float(highest), ft, shape), "GE", "FLOAT")
+    return builders.select(at_highest, builders.scalar_constant(highest, out_e, shape), signed)
 
 
 def _mulhi_64(lhs: ir.Value, rhs: ir.Value, signed: bool) -> ir.Value:
@@ -241,32 +241,32 @@ def _mulhi_64(lhs: ir.Value, rhs: ir.Value, signed: bool) -> ir.Value:
     unsigned one of the same bit patterns minus rhs where lhs < 0 and minus lhs where
     rhs < 0 (two's complement: a negative x reads as x + 2^64 unsigned)."""
     u64 = ir.IntegerType.get_unsigned(64)
-    shape = b.shape_of(lhs)
-    a = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(lhs, element=u64), [lhs]) if signed else lhs
-    c = b.op1("stablehlo.bitcast_convert", b.tensor_type_like(rhs, element=u64), [rhs]) if signed else rhs
-    low_mask = b.scalar_constant(0xFFFFFFFF, u64, shape)
-    thirty_two = b.scalar_constant(32, u64, shape)
+    shape = builders.shape_of(lhs)
+    a = builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(lhs, element=u64), [lhs]) if signed else lhs
+    c = builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(rhs, element=u64), [rhs]) if signed else rhs
+    low_mask = builders.scalar_constant(0xFFFFFFFF, u64, shape)
+    thirty_two = builders.scalar_constant(32, u64, shape)
 
     def high(x):
-        return b.binary("shift_right_logical", x, thirty_two)
+        return builders.binary("shift_right_logical", x, thirty_two)
 
     def low(x):
-        return b.binary("and", x, low_mask)
+        return builders.binary("and", x, low_mask)
 
     a_hi, a_lo, c_hi, c_lo = high(a), low(a), high(c), low(c)
-    lo_lo = b.binary("multiply", a_lo, c_lo)
-    lo_hi = b.binary("multiply", a_lo, c_hi)
-    hi_lo = b.binary("multiply", a_hi, c_lo)
-    hi_hi = b.binary("multiply", a_hi, c_hi)
-    middle = b.binary("add", b.binary("add", high(lo_lo), low(lo_hi)), low(hi_lo))
-    result = b.binary("add", b.binary("add", hi_hi, high(lo_hi)), b.binary("add", high(hi_lo), high(middle)))
+    lo_lo = builders.binary("multiply", a_lo, c_lo)
+    lo_hi = builders.binary("multiply", a_lo, c_hi)
+    hi_lo = builders.binary("multiply", a_hi, c_lo)
+    hi_hi = builders.binary("multiply", a_hi, c_hi)
+    middle = builders.binary("add", builders.binary("add", high(lo_lo), low(lo_hi)), low(hi_lo))
+    result = builders.binary("add", builders.binary("add", hi_hi, high(lo_hi)), builders.binary("add", high(hi_lo), high(middle)))
     if not signed:
         return result
-    zero_s = b.scalar_constant(0, b.element_type_of(lhs), shape)
-    zero_u = b.scalar_constant(0, u64, shape)
-    result = b.binary("subtract", result, b.select(b.compare(lhs, zero_s, "LT", "SIGNED"), c, zero_u))
-    result = b.binary("subtract", result, b.select(b.compare(rhs, zero_s, "LT", "SIGNED"), a, zero_u))
-    return b.op1("stablehlo.bitcast_convert", lhs.type, [result])
+    zero_s = builders.scalar_constant(0, builders.element_type_of(lhs), shape)
+    zero_u = builders.scalar_constant(0, u64, shape)
+    result = builders.binary("subtract", result, builders.select(builders.compare(lhs, zero_s, "LT", "SIGNED"), c, zero_u))
+    result = builders.binary("subtract", result, builders.select(builders.compare(rhs, zero_s, "LT", "SIGNED"), a, zero_u))
+    return builders.op1("stablehlo.bitcast_convert", lhs.type, [result])
 
 
 def _division_guards(lhs: ir.Value, rhs: ir.Value, signed: bool) -> tuple[ir.Value, ir.Value | None, ir.Value]:
@@ -274,40 +274,40 @@ def _division_guards(lhs: ir.Value, rhs: ir.Value, signed: bool) -> tuple[ir.Val
     never zero nor -1 against INT_MIN).  The division itself only ever sees the safe
     divisor: a division by a zero constant kills the process (SIGFPE) in the constant
     folders of MLIR and XLA's compiler alike."""
-    element, shape = b.element_type_of(lhs), b.shape_of(lhs)
+    element, shape = builders.element_type_of(lhs), builders.shape_of(lhs)
     compare_type = "SIGNED" if signed else "UNSIGNED"
-    zero = b.compare(rhs, b.scalar_constant(0, element, shape), "EQ", compare_type)
+    zero = builders.compare(rhs, builders.scalar_constant(0, element, shape), "EQ", compare_type)
     unsafe, overflow = zero, None
     if signed:
         width = ir.IntegerType(element).width
-        int_min = b.scalar_constant(-(1 << (width - 1)), element, shape)
-        overflow = b.binary("and", b.compare(lhs, int_min, "EQ", compare_type),
-                            b.compare(rhs, b.scalar_constant(-1, element, shape), "EQ", compare_type))
-        unsafe = b.binary("or", zero, overflow)
-    return zero, overflow, b.select(unsafe, b.scalar_constant(1, element, shape), rhs)
+        int_min = builders.scalar_constant(-(1 << (width - 1)), element, shape)
+        overflow = builders.binary("and", builders.compare(lhs, int_min, "EQ", compare_type),
+                            builders.compare(rhs, builders.scalar_constant(-1, element, shape), "EQ", compare_type))
+        unsafe = builders.binary("or", zero, overflow)
+    return zero, overflow, builders.select(unsafe, builders.scalar_constant(1, element, shape), rhs)
 
 
 def integer_divide(lhs: ir.Value, rhs: ir.Value, signed: bool) -> ir.Value:
     """XLA's integer division: truncating, x / 0 = -1 (all bits set, also unsigned),
     INT_MIN / -1 = INT_MIN (xla/service/elemental_ir_emitter.cc, EmitIntegerDivide)."""
     zero, overflow, divisor = _division_guards(lhs, rhs, signed)
-    element, shape = b.element_type_of(lhs), b.shape_of(lhs)
-    quotient = b.binary("divide", lhs, divisor)
+    element, shape = builders.element_type_of(lhs), builders.shape_of(lhs)
+    quotient = builders.binary("divide", lhs, divisor)
     if overflow is not None:
         # lhs / 1 is already INT_MIN where the quotient overflows.
-        quotient = b.select(overflow, lhs, quotient)
-    return b.select(zero, b.scalar_constant(-1, element, shape), quotient)
+        quotient = builders.select(overflow, lhs, quotient)
+    return builders.select(zero, builders.scalar_constant(-1, element, shape), quotient)
 
 
 def integer_remainder(lhs: ir.Value, rhs: ir.Value, signed: bool) -> ir.Value:
     """XLA's integer remainder: the dividend's sign, x % 0 = x, INT_MIN % -1 = 0
     (EmitIntegerRemainder)."""
     zero, overflow, divisor = _division_guards(lhs, rhs, signed)
-    remainder = b.binary("remainder", lhs, divisor)
+    remainder = builders.binary("remainder", lhs, divisor)
     if overflow is not None:
         # lhs % 1 is already 0 where INT_MIN % -1 overflows.
-        remainder = b.select(overflow, b.scalar_constant(0, b.element_type_of(lhs), b.shape_of(lhs)), remainder)
-    return b.select(zero, lhs, remainder)
+        remainder = builders.select(overflow, builders.scalar_constant(0, builders.element_type_of(lhs), builders.shape_of(lhs)), remainder)
+    return builders.select(zero, lhs, remainder)
 
 
 def integer_power(base: ir.Value, exponent: ir.Value, signed: bool) -> ir.Value:
@@ -319,37 +319,37 @@ def integer_power(base: ir.Value, exponent: ir.Value, signed: bool) -> ir.Value:
     byte and so never negative.  Checked against XLA on every s8 and u8 pair and the
     sub-byte edge values.  Written out because StableHLO's folder computes constant
     integer powers differently (the whole exponent, and negative exponents as 0)."""
-    element, shape = b.element_type_of(base), b.shape_of(base)
+    element, shape = builders.element_type_of(base), builders.shape_of(base)
     width = ir.IntegerType(element).width
-    one = b.scalar_constant(1, element, shape)
+    one = builders.scalar_constant(1, element, shape)
     accumulator, square, bits = one, base, exponent
     for step in range(6):
-        odd = b.compare(b.binary("and", bits, one), one, "EQ", "UNSIGNED" if not signed else "SIGNED")
-        accumulator = b.select(odd, b.binary("multiply", accumulator, square), accumulator)
+        odd = builders.compare(builders.binary("and", bits, one), one, "EQ", "UNSIGNED" if not signed else "SIGNED")
+        accumulator = builders.select(odd, builders.binary("multiply", accumulator, square), accumulator)
         if step < 5:
-            square = b.binary("multiply", square, square)
-            bits = b.binary("shift_right_logical", bits, one)
+            square = builders.binary("multiply", square, square)
+            bits = builders.binary("shift_right_logical", bits, one)
     compare_type = "SIGNED" if signed else "UNSIGNED"
     if signed or width >= 8:
         signless = ir.IntegerType.get_signless(width)
-        as_signed = exponent if signed else b.op1("stablehlo.bitcast_convert",
-                                                  b.tensor_type_like(exponent, element=signless), [exponent])
-        negative = b.compare(as_signed, b.scalar_constant(0, signless, shape), "LT", "SIGNED")
+        as_signed = exponent if signed else builders.op1("stablehlo.bitcast_convert",
+                                                  builders.tensor_type_like(exponent, element=signless), [exponent])
+        negative = builders.compare(as_signed, builders.scalar_constant(0, signless, shape), "LT", "SIGNED")
     else:
         return accumulator
-    minus_one = b.scalar_constant(-1, element, shape)
-    odd_exponent = b.compare(b.binary("and", exponent, one), one, "EQ", compare_type)
-    base_one = b.compare(base, one, "EQ", compare_type)
-    base_minus_one = b.compare(base, minus_one, "EQ", compare_type)
-    zero = b.scalar_constant(0, element, shape)
-    small = b.select(base_one, one, b.select(base_minus_one, b.select(odd_exponent, minus_one, one), zero))
-    return b.select(negative, small, accumulator)
+    minus_one = builders.scalar_constant(-1, element, shape)
+    odd_exponent = builders.compare(builders.binary("and", exponent, one), one, "EQ", compare_type)
+    base_one = builders.compare(base, one, "EQ", compare_type)
+    base_minus_one = builders.compare(base, minus_one, "EQ", compare_type)
+    zero = builders.scalar_constant(0, element, shape)
+    small = builders.select(base_one, one, builders.select(base_minus_one, builders.select(odd_exponent, minus_one, one), zero))
+    return builders.select(negative, small, accumulator)
 
 
 @import_rule("map")
 def import_map(ctx, *operands):
-    op = b.op("stablehlo.map", [ctx.result_type()], list(operands),
-              {"dimensions": b.i64_array(ctx.attrs.get("dimensions", range(len(b.shape_of(operands[0])))))},
+    op = builders.op("stablehlo.map", [ctx.result_type()], list(operands),
+              {"dimensions": builders.i64_array(ctx.attrs.get("dimensions", range(len(builders.shape_of(operands[0])))))},
               regions=1)
     comp = ctx.attrs["to_apply"]
     ctx.region(op.regions[0], comp, ctx.scalar_region_types(comp))

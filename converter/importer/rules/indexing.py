@@ -6,7 +6,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.registry import import_rule
 
 
@@ -21,9 +21,9 @@ def import_gather(ctx, operand, indices):
         start_index_map=a.get("start_index_map", []),
         index_vector_dim=a["index_vector_dim"],
     )
-    return b.op1("stablehlo.gather", ctx.result_type(), [operand, indices], {
+    return builders.op1("stablehlo.gather", ctx.result_type(), [operand, indices], {
         "dimension_numbers": dnums,
-        "slice_sizes": b.i64_array(a["slice_sizes"]),
+        "slice_sizes": builders.i64_array(a["slice_sizes"]),
         "indices_are_sorted": ir.BoolAttr.get(bool(a.get("indices_are_sorted", False))),
     })
 
@@ -33,15 +33,15 @@ def import_scatter(ctx, *operands):
     n = (len(operands) - 1) // 2
     inputs, indices, updates = list(operands[:n]), operands[n], list(operands[n + 1:])
     a = ctx.attrs
-    update_shape = b.shape_of(updates[0])
+    update_shape = builders.shape_of(updates[0])
     dropped, inserted = _unit_windows_inserted(
-        b.shape_of(inputs[0]), update_shape, list(a.get("update_window_dims", [])),
+        builders.shape_of(inputs[0]), update_shape, list(a.get("update_window_dims", [])),
         list(a.get("inserted_window_dims", [])), list(a.get("input_batching_dims", [])),
         list(a.get("scatter_dims_to_operand_dims", [])))
     window_dims = list(a.get("update_window_dims", []))
     if dropped:
         kept = [d for d in range(len(update_shape)) if d not in dropped]
-        updates = [b.reshape(u, [update_shape[d] for d in kept]) for u in updates]
+        updates = [builders.reshape(u, [update_shape[d] for d in kept]) for u in updates]
         window_dims = [kept.index(d) for d in window_dims if d not in dropped]
     dnums = stablehlo.ScatterDimensionNumbers.get(
         update_window_dims=window_dims,
@@ -51,7 +51,7 @@ def import_scatter(ctx, *operands):
         scattered_dims_to_operand_dims=a.get("scatter_dims_to_operand_dims", []),
         index_vector_dim=a["index_vector_dim"],
     )
-    op = b.op("stablehlo.scatter", ctx.result_types(), inputs + [indices] + updates, {
+    op = builders.op("stablehlo.scatter", ctx.result_types(), inputs + [indices] + updates, {
         "scatter_dimension_numbers": dnums,
         "indices_are_sorted": ir.BoolAttr.get(bool(a.get("indices_are_sorted", False))),
         "unique_indices": ir.BoolAttr.get(bool(a.get("unique_indices", False))),
@@ -78,32 +78,32 @@ def _unit_windows_inserted(operand: list[int], updates: list[int], window_dims: 
 @import_rule("slice")
 def import_slice(ctx, x):
     dims = ctx.attrs["slice"]
-    return b.op1("stablehlo.slice", ctx.result_type(), [x], {
-        "start_indices": b.i64_array(d.start for d in dims),
-        "limit_indices": b.i64_array(d.limit for d in dims),
-        "strides": b.i64_array(d.stride for d in dims),
+    return builders.op1("stablehlo.slice", ctx.result_type(), [x], {
+        "start_indices": builders.i64_array(d.start for d in dims),
+        "limit_indices": builders.i64_array(d.limit for d in dims),
+        "strides": builders.i64_array(d.stride for d in dims),
     })
 
 
 def _index_scalars(ctx, operand_rank: int, indices: tuple) -> list[ir.Value]:
     """Start indices as scalars; older dumps pass one rank-1 index vector."""
-    if len(indices) == 1 and b.shape_of(indices[0]) != []:
+    if len(indices) == 1 and builders.shape_of(indices[0]) != []:
         vec = indices[0]
-        if b.shape_of(vec) != [operand_rank]:
+        if builders.shape_of(vec) != [operand_rank]:
             raise ctx.error("expected one start index per operand dimension")
-        return [b.reshape(b.slice_(vec, [i], [i + 1]), []) for i in range(operand_rank)]
+        return [builders.reshape(builders.slice_(vec, [i], [i + 1]), []) for i in range(operand_rank)]
     return list(indices)
 
 
 @import_rule("dynamic-slice")
 def import_dynamic_slice(ctx, x, *indices):
-    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
-    return b.op1("stablehlo.dynamic_slice", ctx.result_type(), [x, *starts],
-                 {"slice_sizes": b.i64_array(ctx.attrs["dynamic_slice_sizes"])})
+    starts = _index_scalars(ctx, len(builders.shape_of(x)), indices)
+    return builders.op1("stablehlo.dynamic_slice", ctx.result_type(), [x, *starts],
+                 {"slice_sizes": builders.i64_array(ctx.attrs["dynamic_slice_sizes"])})
 
 
 @import_rule("dynamic-update-slice")
 def import_dynamic_update_slice(ctx, x, update, *indices):
-    starts = _index_scalars(ctx, len(b.shape_of(x)), indices)
-    update = b.match_float(update, b.element_type_of(x))
-    return b.op1("stablehlo.dynamic_update_slice", ctx.result_type(), [x, update, *starts])
+    starts = _index_scalars(ctx, len(builders.shape_of(x)), indices)
+    update = builders.match_float(update, builders.element_type_of(x))
+    return builders.op1("stablehlo.dynamic_update_slice", ctx.result_type(), [x, update, *starts])

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.registry import import_rule
 from converter.mlir.context import mlir_element_type
 
@@ -60,13 +60,13 @@ def upcast_operands(ctx, lhs: ir.Value, rhs: ir.Value) -> tuple[ir.Value, ir.Val
     """HLO allows dot/convolution operands of different float types (TPU: f32 x bf16);
     StableHLO does not.  XLA's OperandUpcaster defines the meaning: operands are
     converted to the (wider) result type, which is exact."""
-    lt, rt = b.element_type_of(lhs), b.element_type_of(rhs)
+    lt, rt = builders.element_type_of(lhs), builders.element_type_of(rhs)
     if lt == rt:
         return lhs, rhs
     result = ir.RankedTensorType(ctx.result_type()).element_type
     if isinstance(result, ir.IntegerType):
         raise ctx.error(f"integer dot/convolution with operand types {lt} and {rt}")
-    return b.convert(lhs, result), b.convert(rhs, result)
+    return builders.convert(lhs, result), builders.convert(rhs, result)
 
 
 @import_rule("dot")
@@ -88,8 +88,8 @@ def import_dot(ctx, lhs, rhs):
     if algorithm is not None:
         attrs["algorithm"] = algorithm
     result = ctx.result_type()
-    lhs, rhs = b.dot_operands(lhs, rhs, ir.RankedTensorType(result).element_type, bool(a.get("lhs_batch_dims")))
-    return b.op1("stablehlo.dot_general", result, [lhs, rhs], attrs)
+    lhs, rhs = builders.dot_operands(lhs, rhs, ir.RankedTensorType(result).element_type, bool(a.get("lhs_batch_dims")))
+    return builders.op1("stablehlo.dot_general", result, [lhs, rhs], attrs)
 
 
 @import_rule("scaled-dot")
@@ -107,21 +107,21 @@ def import_scaled_dot(ctx, lhs, rhs, lhs_scale, rhs_scale, *global_scales):
     result_t = ir.RankedTensorType(ctx.result_type())
     wide = mlir_element_type("f64" if ctx.shape.element_type == "f64" else "f32")
     try:
-        lhs, rhs = b.block_dequantize(lhs, lhs_scale, wide), b.block_dequantize(rhs, rhs_scale, wide)
+        lhs, rhs = builders.block_dequantize(lhs, lhs_scale, wide), builders.block_dequantize(rhs, rhs_scale, wide)
     except ValueError as e:
         raise ctx.error(f"scaled-dot: {e}") from None
     a = ctx.attrs
-    product = b.dot_general(lhs, rhs, wide, a.get("lhs_batch_dims", []), a.get("rhs_batch_dims", []),
+    product = builders.dot_general(lhs, rhs, wide, a.get("lhs_batch_dims", []), a.get("rhs_batch_dims", []),
                             a.get("lhs_contracting_dims", []), a.get("rhs_contracting_dims", []))
-    if b.shape_of(product) != list(result_t.shape):
-        raise ctx.error(f"scaled-dot result {b.shape_of(product)} differs from the declared {list(result_t.shape)}")
+    if builders.shape_of(product) != list(result_t.shape):
+        raise ctx.error(f"scaled-dot result {builders.shape_of(product)} differs from the declared {list(result_t.shape)}")
     if global_scales:
         weight_scale = global_scales[1]
-        if any(d != 1 for d in b.shape_of(weight_scale)):
-            raise ctx.error(f"scaled-dot weight global scale of shape {b.shape_of(weight_scale)} (expected a scalar)")
-        scale = b.reshape(b.convert(weight_scale, wide), [])
-        product = b.binary("divide", product, b.broadcast_in_dim(scale, b.shape_of(product), []))
-    return b.convert(product, result_t.element_type)
+        if any(d != 1 for d in builders.shape_of(weight_scale)):
+            raise ctx.error(f"scaled-dot weight global scale of shape {builders.shape_of(weight_scale)} (expected a scalar)")
+        scale = builders.reshape(builders.convert(weight_scale, wide), [])
+        product = builders.binary("divide", product, builders.broadcast_in_dim(scale, builders.shape_of(product), []))
+    return builders.convert(product, result_t.element_type)
 
 
 @import_rule("ragged-dot")
@@ -142,44 +142,44 @@ def import_convolution(ctx, lhs, rhs):
     if dims and len(dims) != rank:
         raise ctx.error(f"window has {len(dims)} dimensions, dim_labels {rank} spatial ones")
     attrs = {
-        "dimension_numbers": b.conv_dimension_numbers(labels),
-        "feature_group_count": b.i64_attr(a.get("feature_group_count", 1)),
-        "batch_group_count": b.i64_attr(a.get("batch_group_count", 1)),
+        "dimension_numbers": builders.conv_dimension_numbers(labels),
+        "feature_group_count": builders.i64_attr(a.get("feature_group_count", 1)),
+        "batch_group_count": builders.i64_attr(a.get("batch_group_count", 1)),
     }
     # Written even without spatial dims (TPU matmuls as convolutions): a portable artifact
     # writes the empty arrays back, and the module should print as its artifact does.
     dims = dims or ()
     get = (lambda f, default: [getattr(d, f) for d in dims] if dims else [default] * rank)
-    attrs["window_strides"] = b.i64_array(get("stride", 1))
-    attrs["padding"] = b.i64_elements([[d.pad_low, d.pad_high] for d in dims] if dims else [[0, 0]] * rank, shape=(rank, 2))
-    attrs["lhs_dilation"] = b.i64_array(get("lhs_dilation", 1))
-    attrs["rhs_dilation"] = b.i64_array(get("rhs_dilation", 1))
-    attrs["window_reversal"] = b.bool_array(get("reversal", False))
+    attrs["window_strides"] = builders.i64_array(get("stride", 1))
+    attrs["padding"] = builders.i64_elements([[d.pad_low, d.pad_high] for d in dims] if dims else [[0, 0]] * rank, shape=(rank, 2))
+    attrs["lhs_dilation"] = builders.i64_array(get("lhs_dilation", 1))
+    attrs["rhs_dilation"] = builders.i64_array(get("rhs_dilation", 1))
+    attrs["window_reversal"] = builders.bool_array(get("reversal", False))
     precision = precision_config(ctx)
     if precision is not None:
         attrs["precision_config"] = precision
-    return b.op1("stablehlo.convolution", ctx.result_type(), [lhs, rhs], attrs)
+    return builders.op1("stablehlo.convolution", ctx.result_type(), [lhs, rhs], attrs)
 
 
 @import_rule("fft")
 def import_fft(ctx, x):
     fft_type = ctx.attrs.get("fft_type", "FFT").upper()
-    return b.op1("stablehlo.fft", ctx.result_type(), [x], {
+    return builders.op1("stablehlo.fft", ctx.result_type(), [x], {
         "fft_type": stablehlo.FftTypeAttr.get(fft_type),
-        "fft_length": b.i64_array(ctx.attrs["fft_length"]),
+        "fft_length": builders.i64_array(ctx.attrs["fft_length"]),
     })
 
 
 @import_rule("cholesky")
 def import_cholesky(ctx, a):
-    return b.op1("stablehlo.cholesky", ctx.result_type(), [a],
+    return builders.op1("stablehlo.cholesky", ctx.result_type(), [a],
                  {"lower": ir.BoolAttr.get(bool(ctx.attrs.get("lower", False)))})
 
 
 @import_rule("triangular-solve")
 def import_triangular_solve(ctx, a, rhs):
     at = ctx.attrs
-    return b.op1("stablehlo.triangular_solve", ctx.result_type(), [a, rhs], {
+    return builders.op1("stablehlo.triangular_solve", ctx.result_type(), [a, rhs], {
         "left_side": ir.BoolAttr.get(bool(at.get("left_side", False))),
         "lower": ir.BoolAttr.get(bool(at.get("lower", False))),
         "unit_diagonal": ir.BoolAttr.get(bool(at.get("unit_diagonal", False))),

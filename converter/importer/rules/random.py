@@ -6,7 +6,7 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.core import dense_elements
 from converter.importer.registry import import_rule
 
@@ -36,11 +36,11 @@ def import_rng(ctx, lo, hi, *shape_operand):
                 raise ctx.error(f"rng's shape operand says {values} but its result is {ctx.shape}")
         shape = shape_operand[0]
         if given.element_type != "s64":
-            shape = b.convert(shape, i64)
+            shape = builders.convert(shape, i64)
     else:
-        shape = b.op1("stablehlo.constant", ir.RankedTensorType.get([len(dims)], i64), [],
-                      {"value": b.i64_elements(dims, shape=(len(dims),))})
-    return b.op1("stablehlo.rng", ctx.result_type(), [lo, hi, shape],
+        shape = builders.op1("stablehlo.constant", ir.RankedTensorType.get([len(dims)], i64), [],
+                      {"value": builders.i64_elements(dims, shape=(len(dims),))})
+    return builders.op1("stablehlo.rng", ctx.result_type(), [lo, hi, shape],
                  {"rng_distribution": stablehlo.RngDistributionAttr.get(DISTRIBUTIONS[dist])})
 
 
@@ -50,7 +50,7 @@ def import_rng_bit_generator(ctx, state):
     if algorithm not in ALGORITHMS:
         raise ctx.error(f"unknown rng algorithm '{algorithm}'")
     types = ctx.result_types()
-    op = b.op("stablehlo.rng_bit_generator", types, [state],
+    op = builders.op("stablehlo.rng_bit_generator", types, [state],
               {"rng_algorithm": stablehlo.RngAlgorithmAttr.get(ALGORITHMS[algorithm])})
     return list(op.results)
 
@@ -72,7 +72,7 @@ def import_rng_get_and_update_state(ctx):
     depends on which runtime ran the dump and on how many times it had run the
     executable before, which a dump does not record: an error says so."""
     instr = ctx.instr
-    others = [i.name for c in ctx.mi.hlo.computations for i in c.instructions
+    others = [i.name for c in ctx.module_importer.hlo.computations for i in c.instructions
               if i.opcode == "rng-get-and-update-state" and i is not instr]
     if others:
         raise ctx.error(
@@ -82,8 +82,8 @@ def import_rng_get_and_update_state(ctx):
             "single rng-get-and-update-state can be reproduced")
     owner = ir.InsertionPoint.current.block.owner.operation
     at_top_level = owner.name == "func.func" and ir.StringAttr(owner.attributes["sym_name"]).value == "main"
-    count = ctx.mi.imports_of.get(instr.name, 0) + 1
-    ctx.mi.imports_of[instr.name] = count
+    count = ctx.module_importer.imports_of.get(instr.name, 0) + 1
+    ctx.module_importer.imports_of[instr.name] = count
     if not at_top_level or count > 1:
         where = "inside a loop, branch or applied computation" if not at_top_level else "in a computation called twice"
         raise ctx.error(
@@ -94,4 +94,4 @@ def import_rng_get_and_update_state(ctx):
     if ctx.shape.element_type != "u64" or tuple(ctx.shape.dims) != (2,):
         raise ctx.error("rng-get-and-update-state must return u64[2]")
     value = np.array([RNG_STATE_INITIAL_VALUE & (2**64 - 1), RNG_STATE_INITIAL_VALUE >> 64], np.uint64)
-    return b.op1("stablehlo.constant", ctx.result_type(), [], {"value": dense_elements(value, "u64")})
+    return builders.op1("stablehlo.constant", ctx.result_type(), [], {"value": dense_elements(value, "u64")})

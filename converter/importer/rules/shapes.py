@@ -8,33 +8,33 @@ import math
 from jaxlib.mlir import ir
 
 from converter.hlo.ir import ELEMENT_BITS, Shape
-from converter.mlir import builders as b
+from converter.mlir import builders
 from converter.importer.registry import import_rule
 
 
 @import_rule("broadcast")
 def import_broadcast(ctx, x):
-    return b.op1("stablehlo.broadcast_in_dim", ctx.result_type(), [x],
-                 {"broadcast_dimensions": b.i64_array(ctx.attrs.get("dimensions", []))})
+    return builders.op1("stablehlo.broadcast_in_dim", ctx.result_type(), [x],
+                 {"broadcast_dimensions": builders.i64_array(ctx.attrs.get("dimensions", []))})
 
 
 @import_rule("reshape")
 def import_reshape(ctx, x):
-    return b.op1("stablehlo.reshape", ctx.result_type(), [x])
+    return builders.op1("stablehlo.reshape", ctx.result_type(), [x])
 
 
 @import_rule("dynamic-reshape")
 def import_dynamic_reshape(ctx, x, *sizes):
     i32 = ir.IntegerType.get_signless(32)
-    parts = [b.reshape(b.convert(s, i32), [1]) for s in sizes]
-    shape = b.concatenate(parts, 0) if parts else b.scalar_constant(0, i32, [0])
-    return b.op1("stablehlo.dynamic_reshape", ctx.result_type(), [x, shape])
+    parts = [builders.reshape(builders.convert(s, i32), [1]) for s in sizes]
+    shape = builders.concatenate(parts, 0) if parts else builders.scalar_constant(0, i32, [0])
+    return builders.op1("stablehlo.dynamic_reshape", ctx.result_type(), [x, shape])
 
 
 @import_rule("transpose")
 def import_transpose(ctx, x):
-    return b.op1("stablehlo.transpose", ctx.result_type(), [x],
-                 {"permutation": b.i64_array(ctx.attrs["dimensions"])})
+    return builders.op1("stablehlo.transpose", ctx.result_type(), [x],
+                 {"permutation": builders.i64_array(ctx.attrs["dimensions"])})
 
 
 def _major_to_minor(shape: Shape) -> list[int]:
@@ -53,7 +53,7 @@ def import_bitcast(ctx, x):
     src, dst = ctx.operand_shape(0), ctx.shape
     if src.element_type == dst.element_type and _row_major(src) and _row_major(dst) \
             and src.num_elements() == dst.num_elements():
-        return b.reshape(x, list(dst.dims))  # the common case, what the general path below comes to
+        return builders.reshape(x, list(dst.dims))  # the common case, what the general path below comes to
     src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
         if _same_tiled_storage(src, dst):
@@ -61,7 +61,7 @@ def import_bitcast(ctx, x):
         if dst.num_elements() == 1 and src.num_elements() > 1 and src.element_type == dst.element_type:
             # TPU bitcasts a padded tile to the one element it holds (f32[1,3]{T(1,128)} →
             # f32[]): offset 0 holds index (0, ..., 0) in every layout, tiled or not.
-            return b.reshape(b.slice_(x, [0] * src.rank, [1] * src.rank), list(dst.dims))
+            return builders.reshape(builders.slice_(x, [0] * src.rank, [1] * src.rank), list(dst.dims))
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
     if src_bits == dst_bits and _tiles_reorder(src, dst):
         x = _bitcast_same_width(ctx, x, src, dst)
@@ -73,14 +73,14 @@ def import_bitcast(ctx, x):
     for i, d in enumerate(dst_order):
         inverse[d] = i
     if src.element_type != dst.element_type and src_bits != dst_bits:
-        return b.transpose(_bitcast_bytes(ctx, b.transpose(x, src_order), src_bits, dst_bits, dst_phys), inverse)
+        return builders.transpose(_bitcast_bytes(ctx, builders.transpose(x, src_order), src_bits, dst_bits, dst_phys), inverse)
     x = _bitcast_same_width(ctx, x, src, dst)
     if _moves_only_unit_dims(src.dims, src_order) and _moves_only_unit_dims(dst_phys, inverse):
         # Physical order equals logical order up to size-1 dims: one reshape says it all.
-        return b.reshape(x, list(dst.dims))
-    y = b.transpose(x, src_order)
-    y = b.reshape(y, dst_phys)
-    return b.transpose(y, inverse)
+        return builders.reshape(x, list(dst.dims))
+    y = builders.transpose(x, src_order)
+    y = builders.reshape(y, dst_phys)
+    return builders.transpose(y, inverse)
 
 
 def _row_major(shape: Shape) -> bool:
@@ -91,8 +91,8 @@ def _row_major(shape: Shape) -> bool:
 def _bitcast_same_width(ctx, x, src: Shape, dst: Shape):
     if src.element_type == dst.element_type:
         return x
-    return b.op1("stablehlo.bitcast_convert",
-                 b.tensor_type_like(x, element=ir.RankedTensorType(ctx.result_type()).element_type), [x])
+    return builders.op1("stablehlo.bitcast_convert",
+                 builders.tensor_type_like(x, element=ir.RankedTensorType(ctx.result_type()).element_type), [x])
 
 
 # ---- tiled layouts.  XLA stores a tiled array (`{2,1,0:T(8,128)}`) tile by tile: in
@@ -158,17 +158,17 @@ class _NumpyOps:
 
 
 class _IR:
-    transpose = staticmethod(b.transpose)
-    reshape = staticmethod(b.reshape)
+    transpose = staticmethod(builders.transpose)
+    reshape = staticmethod(builders.reshape)
 
     @staticmethod
     def pad(x, dims):
         # Tile padding holds no element; zeros here (its bytes are undefined in XLA).
-        return b.pad(x, [0] * len(dims), [d - c for d, c in zip(dims, b.shape_of(x))])
+        return builders.pad(x, [0] * len(dims), [d - c for d, c in zip(dims, builders.shape_of(x))])
 
     @staticmethod
     def slice(x, dims):
-        return b.slice_(x, [0] * len(dims), list(dims))
+        return builders.slice_(x, [0] * len(dims), list(dims))
 
 
 def _apply_plan(plan, x, ops):
@@ -293,16 +293,16 @@ def _bitcast_bytes(ctx, x, src_bits: int, dst_bits: int, dst_phys: list[int]):
     `dst_phys`: StableHLO's bitcast_convert splits a wide element into a trailing dim of
     narrow ones (or joins that dim), in memory order, as the bytes lie."""
     dst_element = ir.RankedTensorType(ctx.result_type()).element_type
-    flat = b.reshape(x, [math.prod(b.shape_of(x))])
-    n = b.shape_of(flat)[0]
+    flat = builders.reshape(x, [math.prod(builders.shape_of(x))])
+    n = builders.shape_of(flat)[0]
     if src_bits > dst_bits:
         ratio = src_bits // dst_bits
-        y = b.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n, ratio], dst_element), [flat])
+        y = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n, ratio], dst_element), [flat])
     else:
         ratio = dst_bits // src_bits
-        grouped = b.reshape(flat, [n // ratio, ratio])
-        y = b.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n // ratio], dst_element), [grouped])
-    return b.reshape(y, dst_phys)
+        grouped = builders.reshape(flat, [n // ratio, ratio])
+        y = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([n // ratio], dst_element), [grouped])
+    return builders.reshape(y, dst_phys)
 
 
 def _same_tiled_storage(src: Shape, dst: Shape) -> bool:
@@ -333,14 +333,14 @@ def _same_tiled_storage(src: Shape, dst: Shape) -> bool:
 def _resize_within_tiles(x, src_dims: list[int], dst_dims: list[int]):
     common = [min(a, c) for a, c in zip(src_dims, dst_dims)]
     if common != src_dims:
-        x = b.slice_(x, [0] * len(common), common)
+        x = builders.slice_(x, [0] * len(common), common)
     if common != dst_dims:
         # Elements beyond the source's extent are its tile padding: undefined, zeros here.
-        zero = b.scalar_constant(0, b.element_type_of(x))
-        x = b.op1("stablehlo.pad", b.tensor_type_like(x, dst_dims), [x, zero], {
-            "edge_padding_low": b.i64_array([0] * len(dst_dims)),
-            "edge_padding_high": b.i64_array([c - m for c, m in zip(dst_dims, common)]),
-            "interior_padding": b.i64_array([0] * len(dst_dims))})
+        zero = builders.scalar_constant(0, builders.element_type_of(x))
+        x = builders.op1("stablehlo.pad", builders.tensor_type_like(x, dst_dims), [x, zero], {
+            "edge_padding_low": builders.i64_array([0] * len(dst_dims)),
+            "edge_padding_high": builders.i64_array([c - m for c, m in zip(dst_dims, common)]),
+            "interior_padding": builders.i64_array([0] * len(dst_dims))})
     return x
 
 
@@ -352,41 +352,41 @@ def _moves_only_unit_dims(dims, perm) -> bool:
 @import_rule("concatenate")
 def import_concatenate(ctx, *xs):
     element = ir.RankedTensorType(ctx.result_type()).element_type
-    return b.op1("stablehlo.concatenate", ctx.result_type(), [b.match_float(x, element) for x in xs],
-                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
+    return builders.op1("stablehlo.concatenate", ctx.result_type(), [builders.match_float(x, element) for x in xs],
+                 {"dimension": builders.i64_attr(ctx.attrs["dimensions"][0])})
 
 
 @import_rule("pad")
 def import_pad(ctx, x, value):
     pads = ctx.attrs.get("padding", [])
-    if len(pads) != len(b.shape_of(x)):
-        raise ctx.error(f"padding has {len(pads)} dimensions, the operand {len(b.shape_of(x))}")
-    value = b.match_float(value, b.element_type_of(x))
-    return b.op1("stablehlo.pad", ctx.result_type(), [x, value], {
-        "edge_padding_low": b.i64_array(p.low for p in pads),
-        "edge_padding_high": b.i64_array(p.high for p in pads),
-        "interior_padding": b.i64_array(p.interior for p in pads),
+    if len(pads) != len(builders.shape_of(x)):
+        raise ctx.error(f"padding has {len(pads)} dimensions, the operand {len(builders.shape_of(x))}")
+    value = builders.match_float(value, builders.element_type_of(x))
+    return builders.op1("stablehlo.pad", ctx.result_type(), [x, value], {
+        "edge_padding_low": builders.i64_array(p.low for p in pads),
+        "edge_padding_high": builders.i64_array(p.high for p in pads),
+        "interior_padding": builders.i64_array(p.interior for p in pads),
     })
 
 
 @import_rule("reverse")
 def import_reverse(ctx, x):
-    return b.op1("stablehlo.reverse", ctx.result_type(), [x],
-                 {"dimensions": b.i64_array(ctx.attrs.get("dimensions", []))})
+    return builders.op1("stablehlo.reverse", ctx.result_type(), [x],
+                 {"dimensions": builders.i64_array(ctx.attrs.get("dimensions", []))})
 
 
 @import_rule("iota")
 def import_iota(ctx):
-    return b.op1("stablehlo.iota", ctx.result_type(), [], {"iota_dimension": b.i64_attr(ctx.attrs["iota_dimension"])})
+    return builders.op1("stablehlo.iota", ctx.result_type(), [], {"iota_dimension": builders.i64_attr(ctx.attrs["iota_dimension"])})
 
 
 @import_rule("get-dimension-size")
 def import_get_dimension_size(ctx, x):
-    return b.op1("stablehlo.get_dimension_size", ctx.result_type(), [x],
-                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
+    return builders.op1("stablehlo.get_dimension_size", ctx.result_type(), [x],
+                 {"dimension": builders.i64_attr(ctx.attrs["dimensions"][0])})
 
 
 @import_rule("set-dimension-size")
 def import_set_dimension_size(ctx, x, size):
-    return b.op1("stablehlo.set_dimension_size", ctx.result_type(), [x, size],
-                 {"dimension": b.i64_attr(ctx.attrs["dimensions"][0])})
+    return builders.op1("stablehlo.set_dimension_size", ctx.result_type(), [x, size],
+                 {"dimension": builders.i64_attr(ctx.attrs["dimensions"][0])})

@@ -273,11 +273,11 @@ ENTRY main {
 
 
 def test_the_rewrite_form():
-    from passes.lib import rewrite as rw
+    from converter.mlir import builders
 
     @register_rewrite("negate_kernel")
     def negate(op, attrs):
-        return [rw.build.unary("negate", op.operands[0])]
+        return [builders.unary("negate", op.operands[0])]
 
     hlo = """HloModule neg
 ENTRY main {
