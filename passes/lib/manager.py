@@ -136,6 +136,8 @@ def run_pipeline(
                     report.timings.append((name, time.perf_counter() - start))
                     if dump_dir:
                         _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
+                    if print_ir_after_all is not None:  # every pass of the pipeline, as --dump-dir
+                        print_ir_after_all.write(f"// -----// IR after {name} (nothing to do) //----- //\n{module}\n")
                     continue
             if p.needs_valid_input and unverified:
                 verify(module, unverified)
