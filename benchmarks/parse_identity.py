@@ -1,10 +1,12 @@
-"""Digests of what the parser makes of every dump, to show a parser change keeps it.
+"""Digests of what the parser and the converter make of every dump, to show that a change
+meant to keep the output (a speed-up, a restructuring) keeps it.
 
     python benchmarks/parse_identity.py OUT.json [--convert] [--mutations N] [paths...]
 
 For every .hlo file under samples/ and tests/ (or the paths given): the sha256 of the
 printed HLO (converter.hlo.printer) or of the parse error's text, and with --convert the
-sha256 of the converted module's MLIR text under the default pipeline (or of the error);
+sha256 of the MLIR text `convert` writes (with locations) under the default pipeline and of
+the faithful import (`--pipeline none`), or of the error;
 with --mutations N, the same for N seeded random edits of each dump (characters deleted,
 inserted or replaced), so that parse errors and their `file:line:col` are compared too.
 Run it before and after a change and compare the two files (`--compare A.json B.json`).
@@ -104,12 +106,14 @@ def digests(path: pathlib.Path, convert: bool, n_mutations: int = 0) -> dict[str
         out["print"] = digest(module_to_text(module))
         out["ir"] = digest(ir_text(module))
         if convert:
+            from converter.mlir.serialize import module_to_bytes
             from converter.runtime.convert import convert_module
 
-            try:
-                out["mlir"] = digest(str(convert_module(module)))
-            except Exception as e:  # any failure is part of the behaviour to keep
-                out["mlir"] = f"error:{type(e).__name__}:" + digest(str(e))
+            for key, pipeline in (("mlir", "default"), ("mlir-faithful", "none")):
+                try:
+                    out[key] = digest(module_to_bytes(convert_module(parse_hlo(text, rel), pipeline=pipeline)))
+                except Exception as e:  # any failure is part of the behaviour to keep
+                    out[key] = f"error:{type(e).__name__}:" + digest(str(e))
     return out
 
 
