@@ -14,7 +14,7 @@ from jaxlib.mlir import ir
 from converter.common.files import write_atomic
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import OpIndex, end_pass, offer_index
+from passes.lib.rewrite import OpIndex, PassWalks
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -144,15 +144,15 @@ def run_pipeline(
                 unverified = []
             offered, index = index, None
             # Only to the passes that name what they rewrite: those walk before they rewrite.
-            offer_index(offered if p.ops or p.targets else None)
+            walks = PassWalks(offered if p.ops or p.targets else None)
             try:
-                changed = p.run(module, options)
+                with walks.active():
+                    changed = p.run(module, options)
             except PassError:
                 raise
             except ir.MLIRError as e:
                 raise PassError(f"pass '{name}' failed: {e}") from None
-            finally:
-                seen = end_pass()
+            seen = walks.first
             if changed is False:  # the pass says it left the module as it was: what it saw holds
                 index = offered if offered is not None else seen if seen is not None and seen.module is module else None
                 if index is not None:

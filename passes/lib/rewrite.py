@@ -7,6 +7,8 @@ both the importer and the passes); this module re-exports it as `build`.
 
 from __future__ import annotations
 
+import contextvars
+
 import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
@@ -68,38 +70,41 @@ class OpIndex:
         self.targets = {target for _, name, target in self.ops if name == "stablehlo.custom_call"}
 
 
-# The index the pass manager built since the module last changed, offered to the first
-# walk of the pass it runs next: that pass has not changed the module yet (every pass
-# reads before it rewrites), so the index is what a walk would find, and a pass that
-# rewrites does not walk the whole module once more.  Handed out once.
-_offered: OpIndex | None = None
-# The index the running pass's first walk used or made: the pass manager keeps it when
-# the pass says it changed nothing.  Recorded only while the manager runs a pass (an
-# index holds its module's ops, and so the module, alive).
-_first: OpIndex | None = None
-_in_pass = False
+class PassWalks:
+    """What the walks of one pass share with the pass manager, while the pass runs.
+
+    `offered`: the index the manager built since the module last changed, handed to the
+    pass's first walk (the pass has not changed the module yet: every pass reads before it
+    rewrites), so a pass that rewrites does not walk the whole module once more; handed out
+    once.  `first`: the index the pass's first walk used or made, which the manager keeps
+    when the pass says it changed nothing.  Scoped to the pass by a context variable (no
+    module state outlives it: an index holds its module's ops, and so the module, alive)."""
+
+    def __init__(self, offered: OpIndex | None):
+        self.offered = offered
+        self.first: OpIndex | None = None
+
+    @contextmanager
+    def active(self) -> Iterator[PassWalks]:
+        token = _PASS_WALKS.set(self)
+        try:
+            yield self
+        finally:
+            _PASS_WALKS.reset(token)
 
 
-def offer_index(index: OpIndex | None) -> None:
-    """Called by the pass manager before it runs a pass."""
-    global _offered, _first, _in_pass
-    _offered, _first, _in_pass = index, None, True
-
-
-def end_pass() -> OpIndex | None:
-    """Called by the pass manager after the pass: the index its first walk used or made."""
-    global _offered, _first, _in_pass
-    first, _offered, _first, _in_pass = _first, None, None, False
-    return first
+_PASS_WALKS: contextvars.ContextVar[PassWalks | None] = contextvars.ContextVar("pass_walks", default=None)
 
 
 def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
-    global _offered, _first
-    index, _offered = _offered, None
+    walks = _PASS_WALKS.get()
+    index = None
+    if walks is not None:
+        index, walks.offered = walks.offered, None
     if index is None or index.module is not module:
         index = OpIndex(module)
-    if _in_pass and _first is None:
-        _first = index
+    if walks is not None and walks.first is None:
+        walks.first = index
     return index.ops
 
 
