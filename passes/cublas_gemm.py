@@ -19,7 +19,8 @@ hipBLASLt) and `__cublas$triangularSolve` (not a GEMM; it shares the prefix and 
     result = (D, [AUX], [AMAX], s8 workspace)      the workspace carries nothing
 
 A GEMM whose CPU working set exceeds GEMM_BLOCK_BYTES is computed in blocks of one output
-dimension (a loop; the same result bit for bit, see "Blocked GEMMs" below): XLA's CPU
+dimension (a loop; the same result bit for bit but for GELU/SiLU epilogues under newer
+jaxlib, see "Blocked GEMMs" below): XLA's CPU
 compiler runs bf16 dots on f32 copies of the operands, which cuBLAS never held.
 
 Everything between P and D is computed in the cuBLAS "scale type": f32 for f8/f16/bf16/
@@ -441,7 +442,9 @@ def _gemm_values(spec: _GemmSpec, v: dict[str, ir.Value], shape: list[int]) -> l
 # Each element is the same dot product over the same k, and the blocks start at multiples
 # of BLOCK_ALIGN rows, so every row keeps its place in the CPU kernel's register tiles
 # (Eigen and YNNPACK tile rows by 8 or 16 lanes and treat a partial tile differently): the
-# result is the unblocked one bit for bit.
+# result is the unblocked one bit for bit, except that jaxlib 0.11+'s CPU compiler may
+# evaluate a GELU or SiLU epilogue's tanh/exp by another approximation in the loop body
+# than in the whole GEMM's fusion (a few ulps of f32).
 
 # Bytes of a GEMM's working set on the CPU (operands as the dot reads them, the product
 # in its element type) above which it is computed in blocks of about this size.

@@ -328,7 +328,19 @@ def test_qwen_sample_converts_without_custom_calls():
 # ---------------------------------------------------------------------------------------
 # Blocked GEMMs: a call whose CPU working set exceeds PassOptions.gemm_block_bytes is
 # computed in blocks of one output dimension.  Each element is the same dot product, so the
-# blocked result must equal the unblocked one bit for bit; NumPy checks the meaning.
+# blocked result must equal the unblocked one bit for bit (under jaxlib 0.11+ within the f32
+# tolerance where the epilogue takes tanh or exp); NumPy checks the meaning.
+
+
+# Epilogues computed with tanh or exp (GELU's tanh approximation, SiLU's sigmoid).
+TRANSCENDENTAL_EPILOGUES = ("gelu", "silu")
+
+
+def _old_xla_cpu() -> bool:
+    """jaxlib before 0.11, where the blocked and whole GEMMs agree bit for bit throughout."""
+    import jaxlib
+
+    return tuple(int(x) for x in jaxlib.__version__.split(".")[:2]) < (0, 11)
 
 
 def run_blocked(text, inputs, block_bytes):
@@ -418,7 +430,14 @@ ENTRY main {{
     whole = run(text, *inputs)
     blocked = run_blocked(text, inputs, block_bytes)
     for got, want in zip(blocked, whole):
-        assert_same_bits(got, want)
+        if any(name in case for name in TRANSCENDENTAL_EPILOGUES) and not _old_xla_cpu():
+            # jaxlib 0.11+'s CPU compiler evaluates tanh/exp in a loop body and in the whole
+            # GEMM's fusion by different approximations (a few ulps of f32 apart, more in
+            # relative terms where x(1 + tanh)/2 cancels near zero): the f32 tolerance.  The
+            # dot and the linear epilogue steps stay bit-identical.
+            assert_close(got, want)
+        else:
+            assert_same_bits(got, want)
     for got, want in zip(blocked, _reference(case, inputs, blocked)):
         # One rounding to the output type of a value accumulated in f32 (bf16: half an ulp
         # of 2^-8 plus the f32 sums); integers exactly.
