@@ -261,4 +261,8 @@ def test_full_size_allreduce_sample_matches_numpy():
     program = load(str(ALLREDUCE))
     inputs = program.random_inputs(seed=0)
     (out,) = program(*inputs)
-    assert_close(out, allreduce_reference(*inputs), rtol=1e-3, atol=1e-2)
+    want = allreduce_reference(*inputs)
+    # f32 dots over K = 4096 and 3584 whose terms reach ~1e4 (a product of two dots), summed
+    # over 4 replicas: the rounding error scales with the terms summed, not with an output
+    # that cancels to near zero (35 against outputs of 5e5): a few f32 ulps of the largest.
+    assert_close(out, want, rtol=1e-3, atol=1e-5 * float(np.abs(want).max()))
