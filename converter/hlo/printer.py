@@ -10,7 +10,7 @@ import numpy as np
 
 from converter.hlo import attrs
 from converter.hlo.escapes import c_escape
-from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, layout_to_text, shape_to_text  # noqa: F401  (printed as XLA does)
+from converter.hlo.ir import Computation, Instruction, Layout, Metadata, Module, Shape, StackFrames, shape_to_text  # noqa: F401  (shape_to_text: the printer's, as callers import it)
 
 
 # ----------------------------------------------------------------------- literals
