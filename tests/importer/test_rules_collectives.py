@@ -101,3 +101,20 @@ def test_replica_groups_with_a_channel_span_every_partition():
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     (out,) = run_ours(hlo, [x])
     np.testing.assert_array_equal(out, np.stack([x.reshape(-1)] * 2))
+
+
+@pytest.mark.parametrize("root,message", [
+    ("ROOT y = f32[0] collective-permute(x), source_target_pairs={{0,1},{1,0}}",
+     "collective-permute result 0 is tensor<0xf32> but its operand is tensor<4xf32>"),
+    ("ROOT y = f32[4] all-to-all(x), replica_groups={{0,1}}, dimensions={-4}",
+     "all-to-all dimension -4 is out of range for its rank-1 operand"),
+], ids=["permute-result-shape", "all-to-all-dimension"])
+def test_a_collective_the_dump_states_inconsistently_is_an_error_at_its_line(root, message):
+    """A typo in a dump (mutated dims, a negative dimension) is the user's to fix: a located
+    error naming it, not a module that fails verification as if the importer were wrong."""
+    hlo = _module("replica_count=2", root)
+    with pytest.raises(HloImportError) as info:
+        convert_text(hlo, "bad.hlo", pipeline="none")
+    text = str(info.value)
+    assert text.startswith("bad.hlo:4:3: error: %y (") and message in text, text
+    assert "importer bug" not in text

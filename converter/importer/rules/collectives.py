@@ -206,6 +206,9 @@ def import_all_to_all(ctx, *operands):
         attrs["replica_groups"] = builders.replica_groups_attr([list(range(n))])
     if "dimensions" in ctx.attrs:
         dim = ctx.attrs["dimensions"][0]
+        rank = len(builders.shape_of(leaves[0]))
+        if not 0 <= dim < rank:
+            raise ctx.error(f"all-to-all dimension {dim} is out of range for its rank-{rank} operand")
         attrs.update(split_dimension=builders.i64_attr(dim), concat_dimension=builders.i64_attr(dim), split_count=builders.i64_attr(n))
         return list(builders.op("stablehlo.all_to_all", ctx.result_types(), leaves, attrs).results)
     # Tuple form: operand i goes to participant i, which keeps it as its result p when
@@ -238,6 +241,10 @@ def _permute(ctx, leaves, result_types) -> list:
     if len(result_types) != len(leaves):
         raise ctx.error(f"{ctx.instr.opcode} of {len(leaves)} operands with {len(result_types)} results")
     _check_devices(ctx)
+    for i, (x, t) in enumerate(zip(leaves, result_types)):
+        if x.type != t:  # a permute moves whole operands: each result is its operand's type
+            raise ctx.error(f"{ctx.instr.opcode} result {i} is {t} but its operand is {x.type}: a permute "
+                            "returns each operand's shape, as XLA's shape inference requires")
     pairs = ctx.attrs.get("source_target_pairs", [])
     return [_collective_permute(ctx, x, t, pairs) for x, t in zip(leaves, result_types)]
 
