@@ -342,6 +342,9 @@ class _Parser(AttributeGrammar):
                     elements = shapes[0].tuple_shapes
                     index = attrs.get("index", -1)
                     checked = type(index) is int and 0 <= index < len(elements) and elements[index] is shape
+                elif opcode == "tuple":
+                    elements = shape.tuple_shapes
+                    checked = len(elements) == len(shapes) and all(e is o for e, o in zip(elements, shapes))
                 if not checked:
                     problem = check_written_shape(opcode, shape, shapes, attrs)
                     if problem is not None:

@@ -173,7 +173,8 @@ _CHECK_BY_INFERENCE = frozenset({"transpose", "concatenate", "pad", "reduce", "r
 SAME_DIMS = _SAME_DIMS
 # The opcodes `check_written_shape` checks.
 CHECKED_SHAPES = _SAME_DIMS | _CHECK_BY_INFERENCE | {"reshape", "broadcast", "slice", "dynamic-slice", "get-tuple-element",
-                                                     "dynamic-update-slice", "convolution", "copy-start", "copy-done"}
+                                                     "dynamic-update-slice", "convolution", "copy-start", "copy-done",
+                                                     "tuple"}
 
 
 def _dims_text(shape: Shape) -> str:
@@ -247,9 +248,20 @@ def _shape_problem(opcode: str, shape: Shape, operands: list[Shape], attrs: dict
             if got != want:
                 return f"its operands give dimensions {[list(d) for d in want]}, the results are written {[list(d) for d in got]}"
             return None
+    if opcode == "tuple" and shape.is_tuple:
+        if len(shape.tuple_shapes) != len(operands):
+            return f"{len(operands)} operands, the result is written with {len(shape.tuple_shapes)} elements"
+        for i, (element, s) in enumerate(zip(shape.tuple_shapes, operands)):
+            if not element.compatible(s):
+                return f"operand {i} is {_dims_text(s)}, element {i} of the result is written {_dims_text(element)}"
+        return None
     if not operands or not operands[0].is_array or not shape.is_array:
         return None
     x = operands[0]
+    if opcode == "transpose":
+        perm = list(attrs.get("dimensions", ()))
+        if sorted(perm) != list(range(x.rank)):
+            return f"dimensions={{{','.join(map(str, perm))}}} is not a permutation of the operand's {x.rank} dimensions"
     if opcode == "reshape" and not x.is_dynamic and not shape.is_dynamic and x.num_elements() != shape.num_elements():
         return f"reshape of {_dims_text(x)} ({x.num_elements()} elements) to {_dims_text(shape)} ({shape.num_elements()})"
     if opcode == "broadcast":

@@ -247,6 +247,9 @@ def test_random_inputs_beyond_memory_are_refused(tmp_path, capsys):
      "contracting dimensions [0] of f32[3] and [0] of f32[4] differ in size"),
     ("ROOT r = f32[3] dynamic-update-slice(q, p, i)", "the result f32[3] is not the operand's f32[4]"),
     ("ROOT r = f32[2] dynamic-slice(p, i), dynamic_slice_sizes={1}", "dynamic_slice_sizes={1} but the result is f32[2]"),
+    ("ROOT r = (f32[4]) tuple(p)", "operand 0 is f32[3], element 0 of the result is written f32[4]"),
+    ("ROOT r = (f32[3], f32[4]) tuple(p)", "1 operands, the result is written with 2 elements"),
+    ("ROOT r = f32[3] transpose(p), dimensions={1}", "dimensions={1} is not a permutation of the operand's 1 dimensions"),
 ])
 def test_shapes_written_inconsistently_are_located_errors(line, message):
     text = ("HloModule m\nENTRY e {\n  p = f32[3] parameter(0)\n  q = f32[4] parameter(1)\n  i = s32[] parameter(2)\n"

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 
 from converter.hlo import dtypes
-from converter.importer.core import HloImportError
-from converter.runtime.convert import convert_text
 from tests.importer.hlo_snippets import check_exact
 
 
@@ -214,16 +212,3 @@ ENTRY main {
 }
 """
     check_exact(hlo, [np.zeros((3, 5), np.float32)], {"dim 0": np.array(3, np.int32), "dim 1": np.array(5, np.int32)})
-
-
-def test_transpose_dimensions_that_are_no_permutation_are_an_error_at_the_line():
-    hlo = """HloModule bad_transpose
-ENTRY main {
-  x = f32[3,4] parameter(0)
-  ROOT t = f32[4,3] transpose(x), dimensions={0,0}
-}
-"""
-    with pytest.raises(HloImportError) as info:
-        convert_text(hlo, "bad.hlo", pipeline="none")
-    assert str(info.value).startswith("bad.hlo:4:3: error: %t (transpose): transpose dimensions={0,0} are not a "
-                                      "permutation"), str(info.value)

@@ -33,11 +33,8 @@ def import_dynamic_reshape(ctx, x, *sizes):
 
 @import_rule("transpose")
 def import_transpose(ctx, x):
-    dims = list(ctx.attrs["dimensions"])
-    if sorted(dims) != list(range(len(builders.shape_of(x)))):
-        raise ctx.error(f"transpose dimensions={{{','.join(map(str, dims))}}} are not a permutation of the "
-                        f"operand's {len(builders.shape_of(x))} dimensions")
-    return builders.op1("stablehlo.transpose", ctx.result_type(), [x], {"permutation": builders.i64_array(dims)})
+    return builders.op1("stablehlo.transpose", ctx.result_type(), [x],
+                        {"permutation": builders.i64_array(ctx.attrs["dimensions"])})
 
 
 def _major_to_minor(shape: Shape) -> list[int]:
