@@ -118,3 +118,56 @@ def test_a_collective_the_dump_states_inconsistently_is_an_error_at_its_line(roo
     text = str(info.value)
     assert text.startswith("bad.hlo:4:3: error: %y (") and message in text, text
     assert "importer bug" not in text
+
+
+def _participants_by_xla_mode(mode: str, replicas: int, partitions: int, groups: list[list[int]]):
+    """Per flattened device d = replica * partitions + partition, the devices whose
+    operands an all-gather concatenates, in order, as XLA's GetParticipatingDevices reads
+    replica_groups in each group mode (written from its definition, not from the rule)."""
+    out = []
+    for d in range(replicas * partitions):
+        r, p = divmod(d, partitions)
+        if mode == "flattened":
+            group = next(g for g in groups if d in g)
+            out.append(list(group))
+            continue
+        replica_groups = groups or [list(range(replicas))]
+        group = next(g for g in replica_groups if r in g)
+        if mode == "cross-replica":
+            out.append([q * partitions + p for q in group])
+        else:  # cross-replica-and-partition: each replica of the group on every partition
+            out.append([q * partitions + pp for q in group for pp in range(partitions)])
+    return out
+
+
+GROUP_MODES = [
+    (mode, replicas, partitions, groups)
+    for replicas, partitions in [(4, 1), (2, 2), (1, 4)]
+    for mode, groups in [
+        ("cross-replica", []),
+        ("cross-replica", [[1, 0]] if replicas == 2 else [[3, 1], [0, 2]] if replicas == 4 else [[0]]),
+        ("cross-replica-and-partition", []),
+        ("cross-replica-and-partition", [[1, 0]] if replicas == 2 else [[2, 0], [1, 3]] if replicas == 4 else [[0]]),
+        ("flattened", [[3, 1], [0, 2]]),
+        ("flattened", [[2, 0, 3, 1]]),
+    ]
+]
+
+
+@pytest.mark.parametrize("mode,replicas,partitions,groups", GROUP_MODES,
+                         ids=[f"{m}-{r}x{p}-{'_'.join(''.join(map(str, g)) for g in gs) or 'all'}"
+                              for m, r, p, gs in GROUP_MODES])
+def test_all_gather_concatenates_the_participants_of_each_group_mode(mode, replicas, partitions, groups):
+    """Every group mode x device layout x groups (empty, permuted): the all-gather's result
+    is the participants' operands in XLA's order (NumPy from the mode's definition; a
+    participant order swapped in the oracle fails it)."""
+    participants = _participants_by_xla_mode(mode, replicas, partitions, groups)
+    size = len(participants[0])
+    attrs = {"cross-replica": "", "cross-replica-and-partition": "channel_id=1, ",
+             "flattened": "channel_id=1, use_global_device_ids=true, "}[mode]
+    text = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
+    hlo = _module(f"replica_count={replicas}, num_partitions={partitions}",
+                  f"ROOT y = f32[{4 * size}] all-gather(x), {attrs}replica_groups={text}, dimensions={{0}}")
+    x = np.arange(4 * replicas * partitions, dtype=np.float32).reshape(replicas * partitions, 4)
+    (out,) = run_ours(hlo, [x])
+    np.testing.assert_array_equal(out, np.stack([x[devices].reshape(-1) for devices in participants]))
