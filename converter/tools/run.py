@@ -86,34 +86,34 @@ def run_command(args) -> int:
         return 2
 
     progress = _Progress()
-    progress("convert")
-    snapshot = read_snapshot(args.input)
-    program = runtime.load(args.input, pipeline=args.pipeline, import_options=import_options_from_args(args),
-                           pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
-    n = program.num_devices
-    if group is not None:
-        if args.engine == "iree":
-            raise runtime.RuntimeInputError("--engine iree runs in one process")
-        distributed.prepare(program, group, args.heartbeat_timeout)
-    from passes.ordered_reductions import unordered_reductions
-
-    native = unordered_reductions(program.module)
-    if native and (group is None or group.process_id == 0):
-        print(f"warning: {len(native)} float all-reduce(s) too large to fold in group order run as XLA's own "
-              f"collectives, whose summation order depends on the runtime (one process or several): "
-              f"{', '.join(native[:4])}{' …' if len(native) > 4 else ''}", file=sys.stderr)
-    engine = program
-    if getattr(args, "engine", "jaxlib") == "iree":
-        from converter.runtime.iree_engine import IreeProgram
-
-        engine = IreeProgram(program)
-    outputs = None
-    times: list[float] = []
-    param_shardings = result_shardings = []
-    if args.global_arrays and n > 1:
-        source = getattr(args, "shardings_from", None) or before_optimizations_sibling(args.input)
-        param_shardings, result_shardings = shardings_with_fallback(program, source)
     try:
+        progress("convert")
+        snapshot = read_snapshot(args.input)
+        program = runtime.load(args.input, pipeline=args.pipeline, import_options=import_options_from_args(args),
+                               pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
+        n = program.num_devices
+        if group is not None:
+            if args.engine == "iree":
+                raise runtime.RuntimeInputError("--engine iree runs in one process")
+            distributed.prepare(program, group, args.heartbeat_timeout)
+        from passes.ordered_reductions import unordered_reductions
+
+        native = unordered_reductions(program.module)
+        if native and (group is None or group.process_id == 0):
+            print(f"warning: {len(native)} float all-reduce(s) too large to fold in group order run as XLA's own "
+                  f"collectives, whose summation order depends on the runtime (one process or several): "
+                  f"{', '.join(native[:4])}{' …' if len(native) > 4 else ''}", file=sys.stderr)
+        engine = program
+        if getattr(args, "engine", "jaxlib") == "iree":
+            from converter.runtime.iree_engine import IreeProgram
+
+            engine = IreeProgram(program)
+        outputs = None
+        times: list[float] = []
+        param_shardings = result_shardings = []
+        if args.global_arrays and n > 1:
+            source = getattr(args, "shardings_from", None) or before_optimizations_sibling(args.input)
+            param_shardings, result_shardings = shardings_with_fallback(program, source)
         if args.compile_only:
             engine.compile(progress)
         else:

@@ -86,6 +86,27 @@ def test_version_debug_anywhere_and_progress(tmp_path):
     assert r.returncode == 0 and "s elapsed" in r.stderr
 
 
+def test_a_failed_run_leaves_no_progress_line_behind(tmp_path, monkeypatch, capsys):
+    """The elapsed-time beat stops however `run` ends: a run that fails while loading
+    must not go on writing 'elapsed' lines into whatever the process does next (a
+    leaked beat once wrote into a later command's error message)."""
+    import threading
+    import time
+
+    from converter.tools.cli import main
+
+    monkeypatch.setenv("HLO_ROUNDTRIP_PROGRESS_SECONDS", "0.02")
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\n\nENTRY %e () -> f32[] {\n  ROOT %c = f32[] constnt(1)\n}\n")
+    before = set(threading.enumerate())
+    assert main(["run", str(bad)]) == 1
+    time.sleep(0.1)
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    capsys.readouterr()
+    time.sleep(0.1)
+    assert "elapsed" not in capsys.readouterr().err
+
+
 def test_inspect_bytes_elided_constants_and_ir_after_import(tmp_path):
     dump = tmp_path / "elided.hlo"
     dump.write_text("HloModule m\n\nENTRY %e (p: f32[4,8]) -> f32[4,8] {\n  %p = f32[4,8]{1,0} parameter(0)\n"
