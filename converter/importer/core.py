@@ -21,7 +21,7 @@ from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
-from converter.importer.registry import find_rule
+from converter.importer.registry import RULES, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import make_context, mlir_element_type
 
@@ -136,7 +136,7 @@ class ModuleImporter:
     def location(self, instr: Instruction) -> ir.Location:
         loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
         # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
-        text = getattr(instr, "metadata_text", None)
+        text = instr.metadata_text
         if text is not None:
             if "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
                 return loc  # metadata without a source (only scheduling names, ...): not worth parsing
@@ -382,16 +382,20 @@ class ComputationImporter:
         location = module_importer.location
         taps = module_importer.tap_plan is not None
         ctx = RuleContext(module_importer, self)
+        rules_get = RULES.get
+        follows = FOLLOWS_OPERAND
         for instr in comp.instructions:
-            if instr.opcode == "parameter":
+            opcode = instr.opcode
+            if opcode == "parameter":
                 values[instr.name] = list(self.args[instr.parameter_number])
                 if taps:
                     module_importer.record_tap(instr.name, values[instr.name])
                 continue
-            rule = find_rule(instr.opcode)
+            rule = rules_get(opcode) or find_rule(opcode)
             if rule is None:
-                raise module_importer.error(f"no import rule for opcode '{instr.opcode}'", instr)
+                raise module_importer.error(f"no import rule for opcode '{opcode}'", instr)
             operands: list[Any] = []
+            shapes: list[Shape] = []
             for name in instr.operands:
                 leaves = values.get(name)
                 producer = by_name.get(name)
@@ -400,11 +404,22 @@ class ComputationImporter:
                     shape = comp.operand_shape(name)
                 else:
                     shape = producer.shape
+                shapes.append(shape)
                 operands.append(leaves if shape.element_type == "tuple" else leaves[0])
             ctx.instr = instr
             ctx.attrs = instr.attrs
-            natural = _natural_shape(instr, comp)
-            ctx.shape = natural or instr.shape
+            shape = instr.shape
+            followed = follows.get(opcode)
+            if followed is not None:  # _natural_shape's common case, inlined
+                element_type = shape.element_type
+                natural = None
+                if element_type not in NOT_ARRAYS and len(shapes) > followed:
+                    source = shapes[followed].element_type
+                    if source != element_type and source not in NOT_ARRAYS and source[0] != "c":
+                        natural = Shape(source, shape.dims, shape.dynamic, shape.layout)
+            else:
+                natural = _natural_shape(instr, shapes) if opcode in POSITIONAL else None
+            ctx.shape = natural or shape
             try:
                 with location(instr):
                     out = rule(ctx, *operands)
@@ -415,7 +430,7 @@ class ComputationImporter:
                     elif type(out) is not list:
                         out = list(out)
                     if natural is not None:
-                        out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(instr.shape))]
+                        out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(shape))]
             except HloImportError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
@@ -439,21 +454,25 @@ FOLLOWS_OPERAND_0 = frozenset({
     "cbrt", "erf", "tan", "atan2", "and", "or", "xor", "not", "reduce-precision",
 })
 FOLLOWS_OPERAND_1 = frozenset({"select", "clamp"})
+# opcode -> the operand whose element type the result follows.
+FOLLOWS_OPERAND = {**dict.fromkeys(FOLLOWS_OPERAND_0, 0), **dict.fromkeys(FOLLOWS_OPERAND_1, 1)}
 # Element types of shapes that are not arrays (Shape.is_array, without its three calls).
 NOT_ARRAYS = frozenset({"tuple", "token", "buffer"})
 POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduce", "all-gather", "reduce-scatter",
                         "all-to-all", "collective-permute"})
 
 
-def _natural_shape(instr: Instruction, comp: Computation) -> Shape | None:
+def _natural_shape(instr: Instruction, operand_shapes: list[Shape]) -> Shape | None:
     """The result shape in the element types the op computes in, when it differs from
-    the dump's (None otherwise: the common case, checked cheaply)."""
+    the dump's (None otherwise); `operand_shapes` are the instruction's operands' shapes.
+    The run loop inlines the FOLLOWS_OPERAND ops' case."""
     opcode = instr.opcode
     shape = instr.shape
-    if opcode in FOLLOWS_OPERAND_0 or opcode in FOLLOWS_OPERAND_1:
-        if shape.element_type in NOT_ARRAYS or not instr.operands:
+    followed = FOLLOWS_OPERAND.get(opcode)
+    if followed is not None:
+        if shape.element_type in NOT_ARRAYS or len(operand_shapes) <= followed:
             return None
-        source = comp.operand_shape(instr.operands[0 if opcode in FOLLOWS_OPERAND_0 else 1])
+        source = operand_shapes[followed]
         # complex → real (abs of c64 is f32) is the op's own type change.
         if source.element_type != shape.element_type and source.element_type not in NOT_ARRAYS \
                 and source.element_type[0] != "c":
@@ -461,7 +480,7 @@ def _natural_shape(instr: Instruction, comp: Computation) -> Shape | None:
         return None
     if opcode in POSITIONAL:
         leaves = shape.leaves()
-        sources = [comp.operand_shape(name) for name in instr.operands[: len(leaves)]]
+        sources = operand_shapes[: len(leaves)]
         if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
                 any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
             natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
@@ -618,9 +637,13 @@ def frontend_attributes(values: dict[str, Any]) -> ir.DictAttr:
     return ir.DictAttr.get({k: ir.StringAttr.get(v.text if isinstance(v, hlo_attrs.Raw) else v) for k, v in values.items()})
 
 
-def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None) -> ir.Module:
-    """Import a parsed HLO module into a new StableHLO module (a faithful import)."""
+def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Context | None = None, *,
+               verify: bool = True) -> ir.Module:
+    """Import a parsed HLO module into a new StableHLO module (a faithful import),
+    verified unless `verify=False` (for a caller whose next step verifies it anyway)."""
     module = ModuleImporter(hlo, options, context).run()
+    if not verify:
+        return module
     try:
         module.operation.verify()
     except ir.MLIRError as e:  # a rule wrote something StableHLO rejects: say where, not which pass

@@ -4,7 +4,9 @@ from converter.common.errors import ConverterError, UsageError
 
 
 class PassError(ConverterError):
-    pass
+    # Set where the failing verification also covered a module that had not verified
+    # before the pipeline (run_pipeline's verified_input=False): the input may be at fault.
+    input_unverified: bool = False
 
 
 class UnknownPassError(PassError, UsageError):

@@ -75,16 +75,28 @@ def parse_pipeline(spec: str | None) -> list[str]:
     return names
 
 
+# What `run_pipeline(verified_input=False)` counts as the first unverified step.
+UNVERIFIED_INPUT = "<input>"
+
+
 def verify(module: ir.Module, after: list[str]) -> None:
-    """Verify the module, blaming the passes that ran since it last verified."""
+    """Verify the module, blaming the passes that ran since it last verified.  Where that
+    includes the pipeline's unverified input (UNVERIFIED_INPUT first), the error blames the
+    passes and sets `input_unverified`: the caller, who built the input, can tell."""
     try:
         module.operation.verify()
     except ir.MLIRError as e:
-        if len(after) == 1:
-            raise PassError(f"pass '{after[0]}' produced an invalid module:\n{e}") from None
-        names = ", ".join(f"'{n}'" for n in after)
-        raise PassError(f"one of the passes {names} produced an invalid module (--verify-each names "
-                        f"which):\n{e}") from None
+        passes = after[1:] if after and after[0] == UNVERIFIED_INPUT else after
+        if not passes:
+            error = PassError(f"the module does not verify before the first pass:\n{e}")
+        elif len(passes) == 1:
+            error = PassError(f"pass '{passes[0]}' produced an invalid module:\n{e}")
+        else:
+            names = ", ".join(f"'{n}'" for n in passes)
+            error = PassError(f"one of the passes {names} produced an invalid module (--verify-each names "
+                              f"which):\n{e}")
+        error.input_unverified = passes is not after
+        raise error from None
 
 
 def run_pipeline(
@@ -95,7 +107,11 @@ def run_pipeline(
     dump_dir: str | None = None,
     print_ir_after_all: TextIO | None = None,
     progress: Callable[[str], None] | None = None,
+    verified_input: bool = True,
 ) -> PipelineReport:
+    """Run the passes `pipeline` names over `module` in place.  `verified_input=False`: the
+    module has not verified since it was built; the first verification the pipeline does
+    covers it too, and a failure there is a PassError with `input_unverified` set."""
     names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     for name in names:
         if name not in PASSES:
@@ -110,7 +126,7 @@ def run_pipeline(
     # written for debugging has verified).
     verify_each = options.verify_each or bool(dump_dir) or print_ir_after_all is not None
     # The passes that ran since the module last verified (MLIR's own keep it valid).
-    unverified: list[str] = []
+    unverified: list[str] = [] if verified_input else [UNVERIFIED_INPUT]
     # The module's ops, known since the last pass that ran.  A pass that rewrites only ops
     # or custom-call targets the module does not hold is skipped: walking a large module
     # costs as much as most rewrites.  The next pass that runs reads its ops from it.

@@ -90,6 +90,37 @@ def test_verification_failure_names_the_pass():
         del PASSES["test-read-module"]
 
 
+def test_the_import_verifies_with_the_pipeline_and_its_faults_are_blamed_on_the_importer(monkeypatch):
+    """convert_text does not verify the import on its own (the pipeline's first
+    verification covers it); a failure there still says whose fault it is: a pass that
+    breaks a valid import is named, an import that does not verify is an importer bug."""
+    from converter.importer import registry
+    from converter.importer.core import HloImportError
+
+    @register_pass("test-break-module", "a deliberately broken pass (test only)")
+    def break_module(module: ir.Module, options: PassOptions) -> None:
+        from passes.lib import rewrite
+
+        op = rewrite.walk(module, "stablehlo.exponential")[0]
+        op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
+
+    try:
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            convert_text(MODULE, pipeline=["test-break-module"])
+        with pytest.raises(PassError, match="pass 'test-break-module' produced an invalid module"):
+            convert_text(MODULE, pipeline=["test-break-module", "cse"])
+    finally:
+        del PASSES["test-break-module"]
+
+    def wrong_exponential(ctx, x):  # a result type that disagrees with the operand's
+        return builders.op1("stablehlo.exponential", ir.RankedTensorType.get([3, 4], ir.F32Type.get()), [x])
+
+    monkeypatch.setitem(registry.RULES, "exponential", wrong_exponential)
+    for pipeline in ("none", "default", "cse"):
+        with pytest.raises(HloImportError, match="the imported module does not verify \\(an importer bug"):
+            convert_text(MODULE, pipeline=pipeline)
+
+
 def test_passes_without_their_ops_are_skipped_and_the_next_pass_sees_every_op():
     seen: dict[str, list[str]] = {}
 
