@@ -121,7 +121,7 @@ class Shape:
 
     @property
     def is_dynamic(self) -> bool:
-        return any(self.dynamic)
+        return True in self.dynamic
 
     def num_elements(self) -> int:
         return math.prod(self.dims)

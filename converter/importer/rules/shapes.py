@@ -53,7 +53,11 @@ def import_bitcast(ctx, x):
     src, dst = ctx.operand_shape(0), ctx.shape
     if src.element_type == dst.element_type and _row_major(src) and _row_major(dst) \
             and src.num_elements() == dst.num_elements():
-        return builders.reshape(x, list(dst.dims))  # the common case, what the general path below comes to
+        # The common case, what the general path below comes to: a reshape (none where the
+        # dims agree).  Static shapes: the operand's type is its shape's.
+        if not src.is_dynamic and not dst.is_dynamic:
+            return x if src.dims == dst.dims else builders.op1("stablehlo.reshape", ctx.result_type(), [x])
+        return builders.reshape(x, list(dst.dims))
     src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
         if _same_tiled_storage(src, dst):
