@@ -371,9 +371,11 @@ class Module:
 
 # ----------------------------------------------------------------------- text
 # The metadata of an instruction, read when first asked for (`Instruction.metadata`):
-# quoted, bare, braced or single-quoted values, one pattern over the whole text.
+# quoted, bare, braced or single-quoted values, one pattern over the whole text.  Quoted
+# values as unrolled loops (runs of plain characters, then one escape): the same strings
+# as `"((?:[^"\\]|\\.)*)"`, ~4x faster in `re` on a long op_name.
 _RE_METADATA_ANY_KV = re.compile(
-    r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
+    r'([A-Za-z_]\w*)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'([^\'\\]*+(?:\\.[^\'\\]*+)*+)\')')
 
 
 def parse_metadata(text: str) -> Metadata:
