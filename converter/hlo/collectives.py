@@ -63,6 +63,7 @@ def flattened_pairs(mode: str, pairs: Sequence[Sequence[int]], replicas: int, pa
 # Opcodes whose replica_groups / source_target_pairs name devices (with their async starts).
 COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                                 "collective-broadcast", "ragged-all-to-all"})
+_NAMING_OPCODES = COLLECTIVE_OPCODES | {opcode + "-start" for opcode in COLLECTIVE_OPCODES}
 
 
 def named_device(opcode: str, attrs: dict) -> tuple[str, int] | None:
@@ -90,6 +91,8 @@ def implied_device_counts(instructions, replicas: int | None, partitions: int | 
     (1 when none does)."""
     need = {CROSS_REPLICA: 1, CROSS_PARTITION: 1, FLATTENED_IDS: 1}
     for instr in instructions:
+        if instr.opcode not in _NAMING_OPCODES:  # named_device's first test, without the call
+            continue
         named = named_device(instr.opcode, instr.attrs)
         if named is not None:
             mode = CROSS_REPLICA if named[0] == CROSS_REPLICA_AND_PARTITION else named[0]
