@@ -21,7 +21,7 @@ from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
-from converter.importer.registry import RULES, find_rule
+from converter.importer.registry import RULES, VALUE_ONLY, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import make_context, mlir_element_type
 
@@ -384,6 +384,7 @@ class ComputationImporter:
         ctx = RuleContext(module_importer, self)
         rules_get = RULES.get
         follows = FOLLOWS_OPERAND
+        value_only = VALUE_ONLY
         for instr in comp.instructions:
             opcode = instr.opcode
             if opcode == "parameter":
@@ -421,16 +422,21 @@ class ComputationImporter:
                 natural = _natural_shape(instr, shapes) if opcode in POSITIONAL else None
             ctx.shape = natural or shape
             try:
-                with location(instr):
+                if opcode in value_only and natural is None:
                     out = rule(ctx, *operands)
-                    if isinstance(out, ir.Value):
-                        out = [out]
-                    elif isinstance(out, (ir.OpView, ir.Operation)):
-                        out = list(out.results)
-                    elif type(out) is not list:
+                    if type(out) is not list:
                         out = list(out)
-                    if natural is not None:
-                        out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(shape))]
+                else:
+                    with location(instr):
+                        out = rule(ctx, *operands)
+                        if isinstance(out, ir.Value):
+                            out = [out]
+                        elif isinstance(out, (ir.OpView, ir.Operation)):
+                            out = list(out.results)
+                        elif type(out) is not list:
+                            out = list(out)
+                        if natural is not None:
+                            out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(shape))]
             except HloImportError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:

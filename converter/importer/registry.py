@@ -17,14 +17,19 @@ ImportRule = Callable[..., Any]
 
 # opcode -> rule.  Filled at import time of converter.importer.rules; never mutated after.
 RULES: dict[str, ImportRule] = {}
+# Opcodes whose rules build no op (they hand existing values on: tuple, get-tuple-element),
+# so the importer makes no location for them.
+VALUE_ONLY: set[str] = set()
 
 
-def import_rule(*opcodes: str) -> Callable[[ImportRule], ImportRule]:
+def import_rule(*opcodes: str, builds_ops: bool = True) -> Callable[[ImportRule], ImportRule]:
     def register(rule: ImportRule) -> ImportRule:
         for opcode in opcodes:
             if opcode in RULES:
                 raise ValueError(f"two import rules for opcode '{opcode}'")
             RULES[opcode] = rule
+            if not builds_ops:
+                VALUE_ONLY.add(opcode)
         return rule
 
     return register

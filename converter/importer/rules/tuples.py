@@ -7,12 +7,12 @@ from converter.importer.core import flat_leaves
 from converter.importer.registry import import_rule
 
 
-@import_rule("tuple")
+@import_rule("tuple", builds_ops=False)
 def import_tuple(ctx, *operands):
     return flat_leaves(operands)
 
 
-@import_rule("get-tuple-element")
+@import_rule("get-tuple-element", builds_ops=False)
 def import_get_tuple_element(ctx, operand):
     index = ctx.attrs["index"]
     shape = ctx.operand_shape(0)
