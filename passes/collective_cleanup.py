@@ -13,8 +13,7 @@ from jaxlib.mlir import ir
 from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 
-COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
-               "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
+COLLECTIVES = rewrite.COLLECTIVE_OPS
 
 
 def _attrs_key(op: ir.Operation) -> tuple:

@@ -150,7 +150,7 @@ class GemmOperands:
 
 @register_pass("cublas-gemm",
                "cuBLAS/cuBLASLt GEMM custom-calls (epilogues, alpha/beta, fp8 scales, MX) → dot_general + plain ops",
-               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE), keeps_targets=True)
+               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE), keeps_targets=True, erases_only_its_calls=True)
 def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
     # One walk: the lowerings write no calls of these targets.
     gemms, mx, solves = rewrite.custom_calls_of(module, GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)

@@ -16,7 +16,7 @@ ANNOTATION_TARGETS = (
 
 @register_pass("strip-annotations",
                "remove annotation-only custom-calls (Sharding, SPMD*Shape, MoveTo*, LayoutConstraint, ...)",
-               targets=ANNOTATION_TARGETS, keeps_targets=True)
+               targets=ANNOTATION_TARGETS, keeps_targets=True, erases_only_its_calls=True)
 def strip_annotations(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.custom_calls(module, ANNOTATION_TARGETS):
         target = rewrite.call_target(op)

@@ -384,7 +384,7 @@ def _segment_lookup(segment: ir.Value, per_segment: ir.Value, batch: int, seq: i
 # ---------------------------------------------------------------- rewrites
 @register_pass("te-fused-attention",
                "Transformer Engine fused attention (forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD, keeps_targets=True)
+               targets=FORWARD + BACKWARD, keeps_targets=True, erases_only_its_calls=True)
 def lower_te_fused_attention(module: ir.Module, options: PassOptions) -> None:
     # One walk: the lowerings write no calls of these targets.
     forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)

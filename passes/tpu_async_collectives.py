@@ -26,8 +26,7 @@ from passes.lib.registry import PassOptions, register_pass
 from passes.inline import inline
 
 START, DONE = "AsyncCollectiveStart", "AsyncCollectiveDone"
-COLLECTIVES = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
-               "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
+COLLECTIVES = rewrite.COLLECTIVE_OPS
 
 
 def _collective_of(value: ir.Value) -> ir.Operation | None:

@@ -143,7 +143,8 @@ def run_pipeline(
             start = time.perf_counter()
             p = PASSES[name]
             if p.targets or p.ops:
-                if index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops)):
+                if (index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops))) or \
+                        (index is not None and not index.answers(frozenset(p.ops))):
                     index = OpIndex(module)
                     targets = index.targets
                 present = index.names if index is not None else {"stablehlo.custom_call"} if targets else set()
@@ -174,6 +175,9 @@ def run_pipeline(
                 if index is not None:
                     targets = index.targets
             else:
+                derived = None
+                if p.erases_only_its_calls and seen is not None and seen.module is module:
+                    derived = seen.calls_after(p.targets)
                 if not p.keeps_targets:
                     targets = None
                 if not p.needs_valid_input:
@@ -181,6 +185,10 @@ def run_pipeline(
                 if verify_each:
                     verify(module, unverified)
                     unverified = []
+                    if derived is not None:
+                        _check_derived_index(module, derived, name)
+                if derived is not None:
+                    index, targets = derived, derived.targets
             report.timings.append((name, time.perf_counter() - start))
             if dump_dir:
                 _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
@@ -191,6 +199,16 @@ def run_pipeline(
             verify(module, unverified)
             report.timings.append(("verify", time.perf_counter() - start))
     return report
+
+
+def _check_derived_index(module: ir.Module, derived: OpIndex, name: str) -> None:
+    """What a pass registered as erasing only its own calls left: the same ops of the
+    derived index's kinds, in the same order, as a new walk finds."""
+    walked = [(op, op_name, target) for op, op_name, target in OpIndex(module).ops if op_name in derived.kinds]
+    if len(walked) != len(derived.ops) or any(a != b for a, b in zip(walked, derived.ops)):
+        raise PassError(f"pass '{name}' is registered as erasing only its own custom-calls and building no "
+                        f"{', '.join(sorted(derived.kinds))}, but the module's differ from what it read less "
+                        f"what it erased ({len(walked)} found, {len(derived.ops)} expected)")
 
 
 def _write(module: ir.Module, path: str) -> None:

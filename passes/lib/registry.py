@@ -58,6 +58,13 @@ class Pass:
     # calls, or rebuilds them, or writes plain ops), so the pass manager's list of the
     # module's targets stays a superset of them, enough to skip the passes that have none.
     keeps_targets: bool = False
+    # The pass rewrites (or raises on) every custom-call of its targets, erases no other op,
+    # and builds no custom-call, if, case, convolution or collective (KEPT_KINDS in
+    # passes.lib.rewrite): those ops of the walk it read the module from, less its calls,
+    # are all the module holds after it, and the pass manager hands them to the passes
+    # after it that look for nothing else, instead of walking again (--verify-each checks
+    # that against a new walk).
+    erases_only_its_calls: bool = False
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
@@ -65,14 +72,15 @@ PASSES: dict[str, Pass] = {}
 
 
 def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
-                  needs_valid_input: bool = False, keeps_targets: bool = False) -> Callable[[PassFn], PassFn]:
+                  needs_valid_input: bool = False, keeps_targets: bool = False,
+                  erases_only_its_calls: bool = False) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets)
+        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls)
         return fn
 
     return register

@@ -27,21 +27,24 @@ def walk(module: ir.Module, names: str | Sequence[str] | None = None) -> list[ir
     callers may rewrite while iterating."""
     wanted = {names} if isinstance(names, str) else set(names) if names else None
     if wanted is None:
-        return [op for op, _, _ in _ops(module)]
-    return [op for op, name, _ in _ops(module) if name in wanted]
+        return [op for op, _, _ in _ops(module, None)]
+    return [op for op, name, _ in _ops(module, wanted) if name in wanted]
+
+
+_CUSTOM_CALL = frozenset({"stablehlo.custom_call"})
 
 
 def custom_calls(module: ir.Module, targets: str | Sequence[str] | None = None) -> list[ir.Operation]:
     """`stablehlo.custom_call` ops whose target is in `targets` (exact, or prefix*)."""
     pats = [targets] if isinstance(targets, str) else list(targets or [])
-    return [op for op, name, target in _ops(module) if name == "stablehlo.custom_call"
+    return [op for op, name, target in _ops(module, _CUSTOM_CALL) if name == "stablehlo.custom_call"
             and (not pats or target_in(target, pats))]
 
 
 def custom_calls_of(module: ir.Module, *groups: str | Sequence[str]) -> list[list[ir.Operation]]:
     """`custom_calls(module, group)` for each group, from one walk (so valid for a pass
     whose rewrites of one group write no calls of a later group)."""
-    calls = [(op, target) for op, name, target in _ops(module) if name == "stablehlo.custom_call"]
+    calls = [(op, target) for op, name, target in _ops(module, _CUSTOM_CALL) if name == "stablehlo.custom_call"]
     pats = [[g] if isinstance(g, str) else list(g) for g in groups]
     return [[op for op, target in calls if target_in(target, p)] for p in pats]
 
@@ -51,23 +54,52 @@ def target_in(target: str, patterns: Sequence[str]) -> bool:
     return any(target_matches(p, target) for p in patterns)
 
 
+# StableHLO's collectives.
+COLLECTIVE_OPS = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
+                  "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
+# The ops an index derived after a pass that erases only calls of its own targets holds:
+# those such a pass never builds (Pass.erases_only_its_calls).
+KEPT_KINDS = frozenset({"stablehlo.custom_call", "stablehlo.if", "stablehlo.case", "stablehlo.convolution",
+                        *COLLECTIVE_OPS})
+
+
 class OpIndex:
     """Every op of a module in pre-order, with its name and (custom-calls) its target,
-    from one walk: which ops a module holds, for deciding which passes have work."""
+    from one walk: which ops a module holds, for deciding which passes have work.
 
-    def __init__(self, module: ir.Module):
+    Or (`kinds` not None) only the ops of those names, kept from an earlier index (see
+    `calls_after`): it answers walks for those names alone."""
+
+    def __init__(self, module: ir.Module, ops: list[tuple[ir.Operation, str, str]] | None = None,
+                 kinds: frozenset[str] | None = None):
         self.module = module
-        self.ops: list[tuple[ir.Operation, str, str]] = []
-        append = self.ops.append
+        self.kinds = kinds
+        if ops is None:
+            ops = []
+            append = ops.append
 
-        def visit(op: ir.Operation) -> ir.WalkResult:
-            name = op.name
-            append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-            return ir.WalkResult.ADVANCE
+            def visit(op: ir.Operation) -> ir.WalkResult:
+                name = op.name
+                append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
+                return ir.WalkResult.ADVANCE
 
-        module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+            module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+        self.ops = ops
         self.names = {name for _, name, _ in self.ops}
         self.targets = {target for _, name, target in self.ops if name == "stablehlo.custom_call"}
+
+    def answers(self, kinds: set[str] | frozenset[str] | None) -> bool:
+        """Whether this index holds every op of the names `kinds` (None: of every name)."""
+        return self.kinds is None or (kinds is not None and self.kinds.issuperset(kinds))
+
+    def calls_after(self, targets: Sequence[str]) -> OpIndex:
+        """The ops of KEPT_KINDS in this index that are left after a pass that rewrote every
+        custom-call of `targets`, erased no other op and built none of KEPT_KINDS
+        (Pass.erases_only_its_calls), in order.  Read from this index alone: nothing
+        touches the ops (an erased op's Python object may outlive it)."""
+        kept = [entry for entry in self.ops if entry[1] in KEPT_KINDS
+                and not (entry[1] == "stablehlo.custom_call" and target_in(entry[2], targets))]
+        return OpIndex(self.module, kept, KEPT_KINDS)
 
 
 class PassWalks:
@@ -96,12 +128,13 @@ class PassWalks:
 _PASS_WALKS: contextvars.ContextVar[PassWalks | None] = contextvars.ContextVar("pass_walks", default=None)
 
 
-def _ops(module: ir.Module) -> list[tuple[ir.Operation, str, str]]:
+def _ops(module: ir.Module, kinds: set[str] | frozenset[str] | None) -> list[tuple[ir.Operation, str, str]]:
+    """The module's ops, at least those named `kinds` (None: every op)."""
     walks = _PASS_WALKS.get()
     index = None
     if walks is not None:
         index, walks.offered = walks.offered, None
-    if index is None or index.module is not module:
+    if index is None or index.module is not module or not index.answers(kinds):
         index = OpIndex(module)
     if walks is not None and walks.first is None:
         walks.first = index

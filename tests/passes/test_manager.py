@@ -277,9 +277,10 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
     walks = []
 
     class CountedIndex(rewrite.OpIndex):
-        def __init__(self, module):
-            walks.append(1)
-            super().__init__(module)
+        def __init__(self, module, ops=None, kinds=None):
+            if ops is None:  # a walk (an index derived from another is not)
+                walks.append(1)
+            super().__init__(module, ops, kinds)
 
     monkeypatch.setattr(manager, "OpIndex", CountedIndex)
     monkeypatch.setattr(rewrite, "OpIndex", CountedIndex)
@@ -323,3 +324,70 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
     finally:
         for name in ("test-unchanged", "test-walks-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
             del PASSES[name]
+
+
+def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
+    """After a pass registered with erases_only_its_calls (strip-annotations, cublas-gemm,
+    te-fused-attention) the manager derives the module's custom-calls, ifs, cases,
+    convolutions and collectives from the walk the pass read, instead of walking again:
+    the MaxText sample's default pipeline walks twice (before the first pass, after cse
+    and canonicalize), and with --verify-each every derived index is checked against a
+    new walk, over GPU dumps full of cuBLAS, cuDNN and TE calls and TPU dumps with
+    annotations and collectives.  A pass that breaks the contract is named."""
+    import glob
+
+    from converter.hlo.parser import parse_hlo
+    from converter.importer.core import import_hlo
+    from passes.lib import manager, rewrite
+
+    walks = []
+
+    class CountedIndex(rewrite.OpIndex):
+        def __init__(self, module, ops=None, kinds=None):
+            if ops is None:
+                walks.append(1)
+            super().__init__(module, ops, kinds)
+
+    monkeypatch.setattr(manager, "OpIndex", CountedIndex)
+    monkeypatch.setattr(rewrite, "OpIndex", CountedIndex)
+    allow = {"__cublas$lt$matmul", "te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi"}
+    sample = "samples/gpu_maxtext_train_step_te_fused_attention.hlo"
+    hlo = parse_hlo(open(sample).read(), sample)
+    run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow))
+    assert len(walks) == 2
+    run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow, verify_each=True))
+    dumps = sorted(glob.glob("tests/dumps/gpu*/*.hlo") + glob.glob("tests/dumps/tpu/*.hlo"))
+    checked = 0
+    for path in dumps:
+        try:
+            module = convert_text(open(path).read(), path, pipeline="none")
+        except Exception:
+            continue  # what the dump tests refuse on purpose
+        try:
+            run_pipeline(module, "default", PassOptions(allow_custom_calls={"*"}, verify_each=True))
+        except PassError as e:
+            assert "is registered as erasing only" not in str(e), (path, str(e))
+            continue
+        checked += 1
+    assert checked > 100
+
+    @register_pass("test-builds-a-call", "test only: builds a custom-call against its registration",
+                   targets=("test_target",), erases_only_its_calls=True)
+    def builds_a_call(module: ir.Module, options: PassOptions) -> None:
+        for op in rewrite.custom_calls(module, "test_target"):
+            with rewrite.at(op):
+                new = builders.op("stablehlo.custom_call", [r.type for r in op.results], list(op.operands),
+                                  {"call_target_name": ir.StringAttr.get("other_target")})
+            rewrite.replace(op, list(new.results))
+
+    try:
+        module = convert_text("""HloModule m
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="test_target"
+}
+""", pipeline="none")
+        with pytest.raises(PassError, match="'test-builds-a-call' is registered as erasing only its own"):
+            run_pipeline(module, ["test-builds-a-call"], PassOptions(verify_each=True))
+    finally:
+        del PASSES["test-builds-a-call"]
