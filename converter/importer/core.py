@@ -42,6 +42,8 @@ def _source_key(metadata_text: str) -> str:
     end = metadata_text.find('"', start + 17)
     if end < 0 or "\\" in metadata_text[start + 17 : end]:
         return metadata_text
+    if end == len(metadata_text) - 1:  # the last item, as XLA prints it: one slice
+        return metadata_text[:start]
     return metadata_text[:start] + metadata_text[end + 1 :]
 
 
