@@ -26,9 +26,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 SAMPLE = ROOT / "samples" / "gpu_maxtext_train_step_te_fused_attention.hlo"
 
 
-def replicate(text: str, copies: int) -> str:
-    """A module holding `copies` copies of the sample (every computation and instruction
-    name suffixed per copy); the new entry calls each copy's entry and returns a tuple."""
+def replicate(text: str, copies: int, path: str = str(SAMPLE)) -> str:
+    """A module holding `copies` copies of a dump (every computation and instruction name
+    suffixed per copy); the new entry calls each copy's entry and returns a tuple."""
     import re
 
     from converter.hlo.parser import parse_hlo
@@ -36,7 +36,7 @@ def replicate(text: str, copies: int) -> str:
 
     if copies == 1:
         return text
-    base = parse_hlo(text, str(SAMPLE))
+    base = parse_hlo(text, path)
     for comp in base.computations:
         comp.signature = None  # signatures would need renaming too; they are optional
     body = "\n\n".join(computation_to_text(c) for c in base.computations).replace("ENTRY %", "%")
@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,2,4,8,16,38", help="copies of the sample per module")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--repeat-large", type=int, default=1, help="repeats for modules of 30 MB or more")
+    parser.add_argument("--dump", default=str(SAMPLE), help="the dump to copy (default: the MaxText sample)")
     args = parser.parse_args()
 
     import jaxlib._hlo as xla_hlo
@@ -98,11 +99,11 @@ def main() -> None:
     def convert(module_text: str) -> str:  # what `convert` does, less reading and writing the files
         return module_to_bytes(convert_text(module_text, "bench.hlo", pass_options=allow), "mlir")
 
-    text = SAMPLE.read_text()
+    text = pathlib.Path(args.dump).read_text()
     print(f"{'copies':>6} {'MB':>7} {'xla parse':>10} {'parse':>8} {'import':>8} {'passes':>8} {'write':>8} "
           f"{'convert':>8} {'s/MB':>6} {'x xla':>6}")
     for k in [int(x) for x in args.sizes.split(",")]:
-        module_text = replicate(text, k)
+        module_text = replicate(text, k, args.dump)
         mb = len(module_text.encode()) / 1e6
         repeat = args.repeat if mb < 30 else args.repeat_large
         t_xla = best_of(lambda: xla_hlo.hlo_module_from_text(module_text), repeat)
