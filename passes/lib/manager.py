@@ -180,10 +180,10 @@ def run_pipeline(
                     derived = seen.calls_after(p.targets)
                 if not p.keeps_targets:
                     targets = None
-                if not p.needs_valid_input:
+                if not p.needs_valid_input and not p.keeps_valid:
                     unverified.append(name)
-                if verify_each:
-                    verify(module, unverified)
+                if verify_each:  # every pass that changed the module, whatever it promises
+                    verify(module, unverified if name in unverified else [*unverified, name])
                     unverified = []
                     if derived is not None:
                         _check_derived_index(module, derived, name)

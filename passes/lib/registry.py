@@ -65,6 +65,9 @@ class Pass:
     # after it that look for nothing else, instead of walking again (--verify-each checks
     # that against a new walk).
     erases_only_its_calls: bool = False
+    # The pass cannot make a valid module invalid (it only deletes attributes that hold
+    # their defaults): it adds nothing for the pass manager to verify after it.
+    keeps_valid: bool = False
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
@@ -73,14 +76,15 @@ PASSES: dict[str, Pass] = {}
 
 def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
                   needs_valid_input: bool = False, keeps_targets: bool = False,
-                  erases_only_its_calls: bool = False) -> Callable[[PassFn], PassFn]:
+                  erases_only_its_calls: bool = False, keeps_valid: bool = False) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls)
+        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls,
+                            keeps_valid)
         return fn
 
     return register

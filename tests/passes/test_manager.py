@@ -353,8 +353,14 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     allow = {"__cublas$lt$matmul", "te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi"}
     sample = "samples/gpu_maxtext_train_step_te_fused_attention.hlo"
     hlo = parse_hlo(open(sample).read(), sample)
+    verified = []
+    real_verify = manager.verify
+    monkeypatch.setattr(manager, "verify", lambda module, after: verified.append(list(after)) or real_verify(module, after))
     run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow))
     assert len(walks) == 2
+    # Verified once, before cse (which needs a valid module): the passes after cse and
+    # canonicalize keep a valid module valid (drop-default-attributes), or changed nothing.
+    assert verified == [["cublas-gemm", "te-fused-attention"]]
     run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow, verify_each=True))
     dumps = sorted(glob.glob("tests/dumps/gpu*/*.hlo") + glob.glob("tests/dumps/tpu/*.hlo"))
     checked = 0
