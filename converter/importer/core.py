@@ -329,9 +329,10 @@ class ModuleImporter:
             fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
             block = fn.add_entry_block()
         groups, i = [], 0
+        arguments = list(block.arguments)
         for p in comp.parameters:
             n = len(self.leaf_types(p.shape))
-            groups.append(list(block.arguments)[i : i + n])
+            groups.append(arguments[i : i + n])
             i += n
         with ir.InsertionPoint(block):
             results = ComputationImporter(self, comp, groups).run()
@@ -558,8 +559,9 @@ class RuleContext:
         flat = [t for group in arg_types for t in group]
         block = region.blocks.append(*flat)
         args, i = [], 0
+        arguments = list(block.arguments)  # once: a loop carries hundreds of values
         for group in arg_types:
-            args.append(list(block.arguments)[i : i + len(group)])
+            args.append(arguments[i : i + len(group)])
             i += len(group)
         with ir.InsertionPoint(block):
             results = ComputationImporter(self.module_importer, comp, args).run()
