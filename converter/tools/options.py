@@ -41,7 +41,8 @@ def add_pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dump-dir", metavar="DIR", help="write the module after the import and after each pass")
     p.add_argument("--print-ir-after-all", action="store_true", help="print the module after each pass (stderr)")
     p.add_argument("--verify-each", action="store_true",
-                   help="verify the module after every pass, not once at the end (names the pass that broke it)")
+                   help="verify the module after every pass, not once before MLIR's own passes or at the end "
+                        "(names the pass that broke it)")
     add_unknown_attributes_arg(p)
 
 
