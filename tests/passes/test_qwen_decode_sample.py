@@ -128,29 +128,78 @@ def qwen_inputs(params) -> list[np.ndarray]:
     return out
 
 
+# The instructions between the stages (in the command-buffer computation the entry calls):
+# each stage's NumPy oracle is applied to the converted program's own value of the stage's
+# input, so that a stage that computes differently shows at that stage.
+STAGES = ["loop_gather_fusion", "fusion.38", "get-tuple-element.5", "loop_convert_fusion", "get-tuple-element.1.0",
+          "fusion.39", "get-tuple-element.2.0", "loop_convert_fusion.1", "get-tuple-element.3.0", "fusion.40",
+          "get-tuple-element.4.0", "fusion.34"]
+
+
 @pytest.mark.slow
 def test_qwen_sample_runs_on_cpu_and_matches_numpy():
+    from converter.importer.core import ImportOptions
+    from converter.importer.taps import TapRequest
     from converter.runtime.program import load
 
-    prog = load(str(SAMPLE))
+    prog = load(str(SAMPLE), import_options=ImportOptions(taps=TapRequest(STAGES)))
     assert [s.shape for s in prog.params][4] == (32,) and prog.params[4].element_type == "s32"
     inputs = qwen_inputs(prog.params)
-    got = prog(*inputs)
+    results = prog(*inputs)
+    got, taps = results[:4], {spec.name[4:]: np.asarray(r).astype(np.float64)
+                              for spec, r in zip(prog.results[4:], results[4:])}
     want = qwen_reference(inputs)
     assert [g.shape for g in got] == [(32, 8, 128), (32, 8, 128), (4233, 16, 8, 128), (4233, 16, 8, 128)]
     # The cache outputs are copies: bit for bit.
     np.testing.assert_array_equal(got[2].view(np.uint16), want[2].view(np.uint16))
     np.testing.assert_array_equal(got[3].view(np.uint16), want[3].view(np.uint16))
-    # k and v pass through five bf16-rounded GEMMs and a dozen bf16 roundings.  The
-    # reference rounds at the same points, so most elements agree to the last bf16 bit;
-    # where an f32-vs-f64 difference tips an intermediate rounding, the flip (one bf16
-    # ulp, 2^-8 relative) propagates through the following GEMMs and norms.  Bound: every
-    # element within 4 bf16 ulps of its magnitude (plus a floor for values near 0 after
-    # cancellation), and the bulk bit-exact or within one ulp.
+
+    # Stage by stage: every bf16 stage agrees with NumPy on the same input to the last bit
+    # but for the rare element whose f32 and f64 values round to neighbouring bf16 values
+    # (at most 1 in 1000; 1-2 in 10^4 measured); the f32 stage (k's per-head norm) within
+    # a few f32 ulps.
+    (w_k, eps, w_qkv, w_norm2, token_ids, embed, wo0, wd0, wgu0, w_norm0, wo1, wd1, wgu1, w_norm1,
+     positions, cos_sin, kv_cache) = inputs
+    f64 = lambda a: np.asarray(a).astype(np.float64)  # noqa: E731
+    eps = float(eps)
+    t = taps
+    ids = np.clip(token_ids.astype(np.int64).astype(np.uint32), 0, embed.shape[0] - 1)
+    x1 = t["loop_gather_fusion"].reshape(32, 1024)  # the attention placeholder adds zeros
+    x2 = t["get-tuple-element.1.0"] + x1
+    x3 = t["get-tuple-element.3.0"] + x2
+    stages = [
+        ("gather", x1, f64(embed[ids])),
+        ("rmsnorm 0", t["fusion.38"], bf16(rmsnorm(x1, f64(w_norm0), eps))),
+        ("gemm 1 (gate, up)", t["get-tuple-element.5"], gemm_bf16(t["fusion.38"], f64(wgu0))),
+        ("silu 0", t["loop_convert_fusion"], silu_mul(t["get-tuple-element.5"])),
+        ("gemm 2 (down)", t["get-tuple-element.1.0"], gemm_bf16(t["loop_convert_fusion"], f64(wd0))),
+        ("rmsnorm 1", t["fusion.39"], bf16(rmsnorm(x2, f64(w_norm1), eps))),
+        ("gemm 3 (gate, up)", t["get-tuple-element.2.0"], gemm_bf16(t["fusion.39"], f64(wgu1))),
+        ("silu 1", t["loop_convert_fusion.1"], silu_mul(t["get-tuple-element.2.0"])),
+        ("gemm 4 (down)", t["get-tuple-element.3.0"], gemm_bf16(t["loop_convert_fusion.1"], f64(wd1))),
+        ("rmsnorm 2", t["fusion.40"], bf16(rmsnorm(x3, f64(w_norm2), eps))),
+        ("gemm 5 (qkv)", t["get-tuple-element.4.0"], gemm_bf16(t["fusion.40"], f64(w_qkv))),
+        ("v", f64(got[1].astype(np.float32)), t["get-tuple-element.4.0"][:, 3072:].reshape(32, 8, 128)),
+    ]
+    for name, mine, ref in stages:
+        exact = (mine.reshape(ref.shape) == ref).mean()
+        assert exact >= 0.999, (name, exact)
+    k = rmsnorm(t["get-tuple-element.4.0"][:, 2048:3072].reshape(32, 8, 128), f64(w_k), eps)
+    np.testing.assert_allclose(t["fusion.34"], k, rtol=2.0**-21, atol=0)  # f32: a few ulps
+    cs = f64(cos_sin[np.clip(positions.astype(np.int64), 0, cos_sin.shape[0] - 1)])
+    cos, sin = cs[:, None, :64], cs[:, None, 64:]
+    k1, k2 = t["fusion.34"][..., :64], t["fusion.34"][..., 64:]
+    rope = np.concatenate([bf16(k1 * cos - k2 * sin), bf16(k2 * cos + k1 * sin)], axis=-1)
+    assert (f64(got[0].astype(np.float32)) == rope).mean() >= 0.999
+
+    # End to end: a flipped rounding early in a token's residual stream (one bf16 ulp,
+    # 2^-8 relative, where f32 and f64 straddle a rounding boundary) changes the roundings
+    # of a share of that token's outputs at each following GEMM, so whole tokens differ
+    # from the f64 reference in many last bits while others stay exact (measured: 79-80% of
+    # k and v bit-exact, per token 0.47-1.0).  What stays bounded is the size of the
+    # difference: below one bf16 ulp in norm (measured 0.0017-0.0021), no element off by
+    # more than 2^-3 of the outputs' mean magnitude (measured 2^-6 .. 2^-4).
     for name, g, w in (("k_rot", got[0], want[0]), ("v", got[1], want[1])):
         g64, w64 = g.astype(np.float64), w.astype(np.float64)
-        scale = np.abs(w64).mean()
-        err = np.abs(g64 - w64)
-        assert np.all(err <= 4 * 2.0**-8 * np.abs(w64) + 0.02 * scale), (name, err.max(), scale)
-        within_one_ulp = err <= 2.0**-8 * np.abs(w64) + 1e-6 * scale
-        assert within_one_ulp.mean() > 0.97, (name, within_one_ulp.mean())
+        assert np.linalg.norm(g64 - w64) / np.linalg.norm(w64) < 2.0**-8, name
+        assert np.abs(g64 - w64).max() <= 2.0**-3 * np.abs(w64).mean(), name
