@@ -413,16 +413,19 @@ class ComputationImporter:
             ctx.instr = instr
             ctx.attrs = instr.attrs
             shape = instr.shape
+            # The result shape in the element types the op computes in, where that differs
+            # from the dump's (see FOLLOWS_OPERAND_0); None in the common case.
+            natural = None
             followed = follows.get(opcode)
-            if followed is not None:  # _natural_shape's common case, inlined
+            if followed is not None:
                 element_type = shape.element_type
-                natural = None
                 if element_type not in NOT_ARRAYS and len(shapes) > followed:
                     source = shapes[followed].element_type
+                    # complex → real (abs of c64 is f32) is the op's own type change.
                     if source != element_type and source not in NOT_ARRAYS and source[0] != "c":
                         natural = Shape(source, shape.dims, shape.dynamic, shape.layout)
-            else:
-                natural = _natural_shape(instr, shapes) if opcode in POSITIONAL else None
+            elif opcode in POSITIONAL:
+                natural = _positional_natural_shape(shape, shapes)
             ctx.shape = natural or shape
             try:
                 if opcode in value_only and natural is None:
@@ -471,29 +474,15 @@ POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduc
                         "all-to-all", "collective-permute"})
 
 
-def _natural_shape(instr: Instruction, operand_shapes: list[Shape]) -> Shape | None:
-    """The result shape in the element types the op computes in, when it differs from
-    the dump's (None otherwise); `operand_shapes` are the instruction's operands' shapes.
-    The run loop inlines the FOLLOWS_OPERAND ops' case."""
-    opcode = instr.opcode
-    shape = instr.shape
-    followed = FOLLOWS_OPERAND.get(opcode)
-    if followed is not None:
-        if shape.element_type in NOT_ARRAYS or len(operand_shapes) <= followed:
-            return None
-        source = operand_shapes[followed]
-        # complex → real (abs of c64 is f32) is the op's own type change.
-        if source.element_type != shape.element_type and source.element_type not in NOT_ARRAYS \
-                and source.element_type[0] != "c":
-            return Shape(source.element_type, shape.dims, shape.dynamic, shape.layout)
-        return None
-    if opcode in POSITIONAL:
-        leaves = shape.leaves()
-        sources = operand_shapes[: len(leaves)]
-        if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
-                any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
-            natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
-            return natural[0] if not shape.is_tuple else Shape("tuple", tuple_shapes=tuple(natural))
+def _positional_natural_shape(shape: Shape, operand_shapes: list[Shape]) -> Shape | None:
+    """For a POSITIONAL op: the result whose leaf i has operand i's element type, where
+    any differs from the dump's (None otherwise)."""
+    leaves = shape.leaves()
+    sources = operand_shapes[: len(leaves)]
+    if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
+            any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
+        natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
+        return natural[0] if not shape.is_tuple else Shape("tuple", tuple_shapes=tuple(natural))
     return None
 
 
