@@ -86,7 +86,8 @@ def verify(module: ir.Module, after: list[str]) -> None:
     try:
         module.operation.verify()
     except ir.MLIRError as e:
-        passes = after[1:] if after and after[0] == UNVERIFIED_INPUT else after
+        input_unverified = bool(after) and after[0] == UNVERIFIED_INPUT
+        passes = after[1:] if input_unverified else after
         if not passes:
             error = PassError(f"the module does not verify before the first pass:\n{e}")
         elif len(passes) == 1:
@@ -95,7 +96,7 @@ def verify(module: ir.Module, after: list[str]) -> None:
             names = ", ".join(f"'{n}'" for n in passes)
             error = PassError(f"one of the passes {names} produced an invalid module (--verify-each names "
                               f"which):\n{e}")
-        error.input_unverified = passes is not after
+        error.input_unverified = input_unverified
         raise error from None
 
 
@@ -177,7 +178,7 @@ def run_pipeline(
             else:
                 derived = None
                 if p.erases_only_its_calls and seen is not None and seen.module is module:
-                    derived = seen.calls_after(p.targets)
+                    derived = seen.kept_after_own_calls(p.targets)
                 if not p.keeps_targets:
                     targets = None
                 if not p.needs_valid_input and not p.keeps_valid:

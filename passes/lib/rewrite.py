@@ -68,7 +68,7 @@ class OpIndex:
     from one walk: which ops a module holds, for deciding which passes have work.
 
     Or (`kinds` not None) only the ops of those names, kept from an earlier index (see
-    `calls_after`): it answers walks for those names alone."""
+    `kept_after_own_calls`): it answers walks for those names alone."""
 
     def __init__(self, module: ir.Module, ops: list[tuple[ir.Operation, str, str]] | None = None,
                  kinds: frozenset[str] | None = None):
@@ -92,7 +92,7 @@ class OpIndex:
         """Whether this index holds every op of the names `kinds` (None: of every name)."""
         return self.kinds is None or (kinds is not None and self.kinds.issuperset(kinds))
 
-    def calls_after(self, targets: Sequence[str]) -> OpIndex:
+    def kept_after_own_calls(self, targets: Sequence[str]) -> OpIndex:
         """The ops of KEPT_KINDS in this index that are left after a pass that rewrote every
         custom-call of `targets`, erased no other op and built none of KEPT_KINDS
         (Pass.erases_only_its_calls), in order.  Read from this index alone: nothing
