@@ -65,3 +65,27 @@ ENTRY main {
     locs = [str(op.location) for op in body.operations if op.name == "stablehlo.exponential"]
     assert locs == ['loc(fused["a"("m.hlo":17:3), "jit(f)/exp"("g.py":7:5)])',
                     'loc(fused["b"("m.hlo":18:3), "jit(f)/exp"("g.py":7:5)])']
+
+
+def test_generated_metadata_in_every_item_order_gets_its_own_source():
+    """The source part is cached by the metadata's text less its scheduling name, which
+    may stand first, between other items or last (XLA prints it last).  Generated: 60
+    instructions whose metadata draw op_name, source_file and source_line from small sets
+    (so the cache is hit across instructions) with a unique scheduling name, the items in a
+    random order; each location is written from the items the test drew."""
+    import random
+
+    rng = random.Random(5)
+    lines, expected = ["HloModule m", "ENTRY main {", "  v0 = f32[4]{0} parameter(0)"], []
+    for i in range(1, 61):
+        op_name, source_file, source_line = rng.choice(["jit(f)/a", "jit(f)/b"]), rng.choice(["f.py", "g.py"]), \
+            rng.choice([3, 4])
+        items = [f'op_name="{op_name}"', f'source_file="{source_file}"', f"source_line={source_line}",
+                 f'scheduling_name="s{i}.{rng.randrange(100)}"']
+        rng.shuffle(items)
+        lines.append(f"  v{i} = f32[4]{{0}} exponential(v{i - 1}), metadata={{{' '.join(items)}}}")
+        expected.append(f'loc(fused["v{i}"("m.hlo":{i + 3}:3), "{op_name}"("{source_file}":{source_line}:0)])')
+    lines[-1] = lines[-1].replace("  v60 =", "  ROOT v60 =")
+    module = convert_text("\n".join(lines + ["}"]) + "\n", "m.hlo", pipeline="none")
+    body = module.body.operations[0].regions[0].blocks[0]
+    assert [str(op.location) for op in body.operations if op.name == "stablehlo.exponential"] == expected
