@@ -30,7 +30,6 @@ FLOAT_TYPES = frozenset(
     t for t in ELEMENT_BITS if t.startswith(("f", "bf")) and t not in ("f",)
 )
 SIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("s"))
-UNSIGNED_TYPES = frozenset(t for t in ELEMENT_BITS if t.startswith("u"))
 
 # A dynamic dimension whose bound is unknown (`?` in the text).
 UNBOUNDED = -1

@@ -87,18 +87,6 @@ def logical_shape(shape) -> str:
     return f"{shape.element_type}[{','.join(str(d) for d in shape.dims if d != 1)}]"
 
 
-def effective_opcode(hlo: Module, instr: Instruction) -> str:
-    """The opcode that computes the value: a fusion's or call's root's, followed down."""
-    seen = 0
-    while instr.opcode in ("fusion", "call") and seen < 16:
-        called = [c for key, c in called_computations(instr, hlo) if (instr.opcode, key) in INLINED]
-        if not called:
-            break
-        instr = hlo.by_name[called[0]].root
-        seen += 1
-    return instr.opcode
-
-
 def match_key(hlo: Module, instr: Instruction, loop_depth: int, prefix: str = "") -> Key | None:
     """(op_name, source location, logical shape, while-loop depth), or None without an
     op_name.  The depth keeps a loop counter read in the body apart from the loop's

@@ -58,10 +58,23 @@ def test_before_and_after_optimizations_agree(pair):
 PLANTS = {"tanh", "exponential", "rsqrt", "sine"}
 
 
+def effective_opcode(hlo, instr) -> str:
+    """The opcode that computes the value: a fusion's or call's root's, followed down."""
+    from converter.tools.compare import INLINED, called_computations
+
+    seen = 0
+    while instr.opcode in ("fusion", "call") and seen < 16:
+        called = [c for key, c in called_computations(instr, hlo) if (instr.opcode, key) in INLINED]
+        if not called:
+            break
+        instr = hlo.by_name[called[0]].root
+        seen += 1
+    return instr.opcode
+
+
 def _plants(pair) -> list[tuple[str, str, str]]:
     """(A's instruction, B's instruction computing the value, its opcode) for matched
     pairs whose value B computes with a plantable op."""
-    from converter.tools.compare import effective_opcode
     from converter.hlo.parser import parse_hlo_file
 
     report = compare_dumps(*pair, seed=1)
