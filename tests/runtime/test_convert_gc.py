@@ -14,8 +14,10 @@ DUMP = "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] neg
 
 def test_the_collector_is_left_as_found():
     assert gc.isenabled()
+    before = gc.get_freeze_count()  # not 0 everywhere: some Python installs freeze at start-up
     convert_text(DUMP)
-    assert gc.isenabled() and gc.get_freeze_count() == 0
+    after = gc.get_freeze_count()
+    assert gc.isenabled() and (after == 0 if before == 0 else 0 < after <= before)
     gc.disable()
     try:
         convert_text(DUMP)
