@@ -38,7 +38,9 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
 
 
 @register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results",
-               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True)
+               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True,
+               # The returns of an if/case whose results it drops: their operands lose those uses.
+               may_drop_use=lambda user, value: user.name == "stablehlo.return")
 def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
     # One walk for both rewrites: rebuilding a custom-call moves no if/case.
     ops = [(op, op.name) for op in rewrite.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]

@@ -104,8 +104,22 @@ def _sink_reshapes(module: ir.Module) -> None:
             rewrite.replace(op, [builders.reshape(inner.result, builders.shape_of(op.result))])
 
 
+def _may_sink(op: ir.Operation) -> bool:
+    """Whether _sink_reshapes may erase `op` (its operands' uses with it): an elementwise op
+    whose operands are reshapes, or results of custom-calls, which the passes before this
+    one may replace with reshapes."""
+    if op.name not in _ELEMENTWISE:
+        return False
+    for v in op.operands:
+        source = rewrite.defining_op(v)
+        if source is None or source.name not in ("stablehlo.reshape", "stablehlo.custom_call"):
+            return False
+    return True
+
+
 @register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
-               ops=("stablehlo.convolution",), keeps_targets=True)
+               ops=("stablehlo.convolution",), keeps_targets=True,
+               may_drop_use=lambda user, value: _may_sink(user))
 def matmul_convolutions(module: ir.Module, options: PassOptions) -> bool:
     rewritten = False
     for op in rewrite.walk(module, "stablehlo.convolution"):

@@ -9,7 +9,7 @@ found through the table in `converter.importer.registry`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from jaxlib.mlir import ir, passmanager
@@ -21,7 +21,7 @@ from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
-from converter.importer.registry import RULES, VALUE_ONLY, find_rule
+from converter.importer.registry import PURE, RULES, VALUE_ONLY, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import make_context, mlir_element_type
 
@@ -74,6 +74,14 @@ class ImportOptions:
     seed: int = 0
     # Instructions whose values become extra results of @main (a converter.importer.taps.TapRequest).
     taps: Any = None
+    # Not None: an instruction of a PURE opcode equal to an earlier one of the same block
+    # (same operand values and shapes, result shape, attributes and literal) takes that
+    # one's values instead of building equal ops, where a use that none of these tests
+    # says a pass may drop keeps those alive (see _used).  The module is then what MLIR's
+    # CSE makes of the faithful import, built without the ops CSE would erase: for a
+    # pipeline that runs cse before anything else reads the module (convert sets it then,
+    # from passes.lib.manager.merge_before_cse).  None: every instruction builds its ops.
+    merge_duplicates: tuple[Callable[[ir.Operation, ir.Value], bool], ...] | None = None
 
 
 class ModuleImporter:
@@ -107,6 +115,26 @@ class ModuleImporter:
         # imported whose values can leave it (the entry's, each while body's).
         self.tap_plan = None
         self.tap_collectors: list[dict[str, Values]] = []
+        # merge_duplicates: per block, merge key -> entry (see ComputationImporter.run).
+        self._merge_tables: dict[ir.Block, dict[tuple, list]] | None = \
+            {} if self.options.merge_duplicates is not None else None
+
+    def merge_table(self) -> dict[tuple, list] | None:
+        """The instructions imported so far into the block being built, by merge key; None
+        when instructions are not merged (the option is off, taps are taken, or ops are not
+        being appended at the end of a block).  Only within one block: an earlier op of the
+        same block dominates every later one, and no value crosses into a region or out of
+        it (MLIR's CSE, which also reuses values of enclosing blocks, merges the rest)."""
+        if self._merge_tables is None or self.tap_plan is not None:
+            return None
+        point = ir.InsertionPoint.current
+        if point.ref_operation is not None:
+            return None
+        block = point.block
+        table = self._merge_tables.get(block)
+        if table is None:
+            table = self._merge_tables[block] = {}
+        return table
 
     # ---------------------------------------------------------------------- types
     def leaf_types(self, shape: Shape) -> list[ir.Type]:
@@ -388,6 +416,8 @@ class ComputationImporter:
         rules_get = RULES.get
         follows = FOLLOWS_OPERAND
         value_only = VALUE_ONLY
+        merged = module_importer.merge_table()
+        pure = PURE if merged is not None else frozenset()
         for instr in comp.instructions:
             opcode = instr.opcode
             if opcode == "parameter":
@@ -427,6 +457,20 @@ class ComputationImporter:
             elif opcode in POSITIONAL:
                 natural = _positional_natural_shape(shape, shapes)
             ctx.shape = natural or shape
+            key = None
+            if opcode in pure:
+                key = merge_key(instr, operands, shapes)
+                if key is not None:
+                    earlier = merged.get(key)
+                    if earlier is not None and not _same_attributes(earlier, instr.attrs):
+                        # Another instruction of these operands and shapes: keyed with its attributes.
+                        key = _attributes_key(key, instr.attrs)
+                        earlier = merged.get(key) if key is not None else None
+                    if earlier is not None and \
+                            (earlier[1] or _used(earlier[0], module_importer.options.merge_duplicates)):
+                        earlier[1] = True
+                        values[instr.name] = earlier[0]
+                        continue
             try:
                 if opcode in value_only and natural is None:
                     out = rule(ctx, *operands)
@@ -448,9 +492,103 @@ class ComputationImporter:
             except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
                 raise module_importer.error(f"cannot import: {e}", instr) from e
             values[instr.name] = out
+            if key is not None:
+                # [values, whether they are known to be used, attributes, their _frozen
+                # form once a later instruction is compared, what the key names by id:
+                # the entry holds them, so no other object takes one of those ids while
+                # it lives].  A rule that handed an operand on built nothing to erase.
+                merged[key] = [out, any(out[0] is x for x in operands), instr.attrs, None, operands, shapes, shape]
             if taps:
                 module_importer.record_tap(instr.name, out)
         return values[comp.root.name]
+
+
+def _used(values: Values, may_drop: Sequence[Callable[[ir.Operation, ir.Value], bool]]) -> bool:
+    """Whether an earlier equal instruction's values are used by an op whose use lasts
+    until cse: not a custom-call (passes rewrite them) nor a use that a pass before cse
+    `may_drop`.  CSE erases an op that nothing uses rather than keep it for the equal ops
+    after it: the first used one is kept, where it stands, with its location.  So an
+    instruction is merged only into one that is used already (and stays used without the
+    merge); until then it builds its own ops, and becomes the one later instructions are
+    merged into."""
+    for value in values:
+        for use in value.uses:
+            user = use.owner
+            if user.name != "stablehlo.custom_call" and not any(drop(user, value) for drop in may_drop):
+                return True
+    return False
+
+
+class _NotMergeable(Exception):
+    pass
+
+
+# Attribute value types that are immutable and compare by value (frozen dataclasses of
+# ints, strings and tuples of them).
+_VALUE_ATTR_TYPES = frozenset({hlo_attrs.SliceDim, hlo_attrs.PaddingDim, hlo_attrs.Sharding, hlo_attrs.Raw})
+# Literals up to this size are compared (a larger constant builds its op; CSE merges it).
+_MERGED_LITERAL_BYTES = 4096
+
+
+def _frozen(value: Any) -> Any:
+    """An attribute value as a hashable key equal only to the same value: bools and floats
+    keep their type and exact bits (True is not 1, -0.0 is not 0.0); a value of a type
+    not known to compare by value raises _NotMergeable."""
+    t = type(value)
+    if t is int or t is str or value is None:
+        return value
+    if t is list or t is tuple:
+        return tuple([_frozen(v) for v in value])
+    if t is dict:
+        return tuple([(k, _frozen(v)) for k, v in value.items()])
+    if t is hlo_attrs.BackendConfig:
+        return (t, value.form, value.raw)
+    if t is bool or t is float:
+        return (t, repr(value) if t is bool else value.hex())
+    if t in _VALUE_ATTR_TYPES:
+        return value
+    raise _NotMergeable
+
+
+def merge_key(instr: Instruction, operands: list[Any], shapes: list[Shape]) -> tuple | None:
+    """What makes a PURE instruction's import equal to another's, less its attributes
+    (compared when a key matches, by _same_attributes): its opcode, the identity of its
+    operand and result shapes (the parser makes one Shape object per shape text; equal
+    shapes from different texts only miss a merge) and of its operand values, and for a
+    constant its literal.  None when it is not to be merged: an elided or tuple literal
+    (made up per instruction), a literal over _MERGED_LITERAL_BYTES."""
+    literal = None
+    if instr.opcode == "constant":
+        value = instr.literal
+        if type(value) is not np.ndarray or value.nbytes > _MERGED_LITERAL_BYTES or instr.literal_elided:
+            return None
+        literal = (value.dtype, value.shape, value.tobytes())
+    # One shape per operand: the ids line up however many operands there are.
+    return (instr.opcode, id(instr.shape), *map(id, shapes), *map(id, operands), literal)
+
+
+def _attributes_key(key: tuple, attrs: dict[str, Any]) -> tuple | None:
+    """A merge key that also holds the attributes (for the instructions after the first
+    whose key matched another's but whose attributes did not); None where an attribute
+    is of a kind not known to compare by value."""
+    try:
+        return (key, _frozen(attrs))
+    except _NotMergeable:
+        return None
+
+
+def _same_attributes(entry: list, attrs: dict[str, Any]) -> bool:
+    """Whether an instruction's attributes are those of a merge table entry, compared in
+    their _frozen forms (False where either holds a value of a kind not known to compare
+    by value)."""
+    if not attrs and not entry[2]:
+        return True
+    try:
+        if entry[3] is None:
+            entry[3] = _frozen(entry[2])
+        return entry[3] == _frozen(attrs)
+    except _NotMergeable:
+        return False
 
 
 # Ops whose results carry their operands' element type: result leaves follow operand 0,

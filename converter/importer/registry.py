@@ -20,9 +20,15 @@ RULES: dict[str, ImportRule] = {}
 # Opcodes whose rules build no op (they hand existing values on: tuple, get-tuple-element),
 # so the importer makes no location for them.
 VALUE_ONLY: set[str] = set()
+# Opcodes whose rules are pure: what they build depends only on the operand values and
+# shapes, the result shape and the attributes (the literal, for constant), and is
+# side-effect-free ops without regions at the insertion point, each of which MLIR's CSE
+# merges with its equal.  An instruction equal to an earlier one of its block can take
+# that one's values (ImportOptions.merge_duplicates).
+PURE: set[str] = set()
 
 
-def import_rule(*opcodes: str, builds_ops: bool = True) -> Callable[[ImportRule], ImportRule]:
+def import_rule(*opcodes: str, builds_ops: bool = True, pure: bool = False) -> Callable[[ImportRule], ImportRule]:
     def register(rule: ImportRule) -> ImportRule:
         for opcode in opcodes:
             if opcode in RULES:
@@ -30,6 +36,8 @@ def import_rule(*opcodes: str, builds_ops: bool = True) -> Callable[[ImportRule]
             RULES[opcode] = rule
             if not builds_ops:
                 VALUE_ONLY.add(opcode)
+            if pure:
+                PURE.add(opcode)
         return rule
 
     return register

@@ -6,6 +6,7 @@ into a module comes through `load_module_file`, and every pipeline runs through
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from converter.hlo.proto import hlo_text_of
 from converter.importer.core import ImportOptions, import_hlo
 from converter.mlir.serialize import is_hlo_text, load_module
 from passes import PassError, PassOptions, run_pipeline
+from passes.lib.manager import merge_before_cse
 
 
 def run_passes(module: ir.Module, pipeline: str | list[str] | None, pass_options: PassOptions | None = None, *,
@@ -51,6 +53,12 @@ def convert_module(
     options = import_options or ImportOptions()
     if keep_fusions:
         options.keep_fusions = True
+    if options.merge_duplicates is None and dump_dir is None and print_ir_after_all is None and options.taps is None:
+        # The import builds no op that cse would erase (the same module, sooner); a
+        # pipeline written out pass by pass shows cse's work as it was.
+        merge = merge_before_cse(pipeline)
+        if merge is not None:
+            options = dataclasses.replace(options, merge_duplicates=merge)
     start = time.perf_counter()
     # Verified by the pipeline's first verification, not on its own: verifying a large
     # module costs as much as a pass.

@@ -75,6 +75,27 @@ def parse_pipeline(spec: str | None) -> list[str]:
     return names
 
 
+def merge_before_cse(pipeline: str | list[str] | None) -> tuple[Callable[[ir.Operation, ir.Value], bool], ...] | None:
+    """For a pipeline that runs MLIR's cse with only passes of the default pipeline before
+    it (rewrites of custom-calls and of the ops they name, which build no duplicate of an
+    op they did not build): those passes' tests of whether they may drop a use of a value
+    (Pass.may_drop_use; uses by custom-calls, which they rewrite, are dropped in any case).  Such a pipeline writes the same
+    module whether the import merged duplicate pure instructions or cse erased them, if
+    the import merges an instruction only into one whose values a use by another op keeps
+    alive up to cse (ImportOptions.merge_duplicates).  None for any other pipeline, and
+    for one naming an unknown pass (running it says which)."""
+    try:
+        names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
+    except UnknownPassError:
+        return None
+    if "cse" not in names:
+        return None
+    before = names[: names.index("cse")]
+    if not set(before) <= set(DEFAULT_PIPELINE[: DEFAULT_PIPELINE.index("cse")]):
+        return None
+    return tuple(PASSES[name].may_drop_use for name in before if PASSES[name].may_drop_use is not None)
+
+
 # What `run_pipeline(verified_input=False)` counts as the first unverified step.
 UNVERIFIED_INPUT = "<input>"
 

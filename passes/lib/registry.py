@@ -68,7 +68,12 @@ class Pass:
     # The pass cannot make a valid module invalid (it only deletes attributes that hold
     # their defaults): it adds nothing for the pass manager to verify after it.
     keeps_valid: bool = False
-
+    # Whether the pass may drop a use, besides uses by custom-calls: may_drop_use(user,
+    # value) is True where it may erase `user`, or rebuild it without that operand, and
+    # leave `value` unused where nothing else uses it.  Read where an import merges
+    # duplicate instructions for a pipeline that runs the pass before cse
+    # (passes.lib.manager.merge_before_cse).  None: it drops none.
+    may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}
@@ -76,7 +81,8 @@ PASSES: dict[str, Pass] = {}
 
 def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
                   needs_valid_input: bool = False, keeps_targets: bool = False,
-                  erases_only_its_calls: bool = False, keeps_valid: bool = False) -> Callable[[PassFn], PassFn]:
+                  erases_only_its_calls: bool = False, keeps_valid: bool = False,
+                  may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
 
@@ -84,7 +90,7 @@ def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
         PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls,
-                            keeps_valid)
+                            keeps_valid, may_drop_use)
         return fn
 
     return register

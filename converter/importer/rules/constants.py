@@ -13,7 +13,7 @@ from converter.importer.core import dense_elements
 from converter.importer.registry import import_rule
 
 
-@import_rule("constant")
+@import_rule("constant", pure=True)
 def import_constant(ctx):
     instr = ctx.instr
     if instr.shape.is_tuple:

@@ -55,7 +55,7 @@ PRED_BINARY = {"add": "or", "maximum": "or", "or": "or", "multiply": "and", "min
 BIT_COUNTS = ("popcnt", "count-leading-zeros")
 
 
-@import_rule(*UNARY)
+@import_rule(*UNARY, pure=True)
 def import_unary(ctx, x):
     etype = ctx.operand_shape(0).element_type
     if etype == "pred" and ctx.opcode != "not":
@@ -79,7 +79,7 @@ def import_chlo_unary(ctx, x):
     return builders.op1(CHLO_UNARY[ctx.opcode], ctx.result_type(), [x])
 
 
-@import_rule(*BINARY)
+@import_rule(*BINARY, pure=True)
 def import_binary(ctx, lhs, rhs):
     etype = ctx.operand_shape(0).element_type
     if etype == "pred":
@@ -101,7 +101,7 @@ def import_binary(ctx, lhs, rhs):
     return builders.op1(BINARY[ctx.opcode], result, [lhs, rhs])
 
 
-@import_rule("compare")
+@import_rule("compare", pure=True)
 def import_compare(ctx, lhs, rhs):
     direction = ctx.attrs.get("direction") or ctx.attrs.get("comparison_direction")
     if direction is None:
@@ -129,14 +129,14 @@ def import_compare(ctx, lhs, rhs):
     return builders.op1("stablehlo.compare", ctx.result_type(), [lhs, rhs], attrs)
 
 
-@import_rule("select")
+@import_rule("select", pure=True)
 def import_select(ctx, pred, on_true, on_false):
     element = ir.RankedTensorType(ctx.result_type()).element_type
     on_true, on_false = builders.match_float(on_true, element), builders.match_float(on_false, element)
     return builders.op1("stablehlo.select", ctx.result_type(), [pred, on_true, on_false])
 
 
-@import_rule("clamp")
+@import_rule("clamp", pure=True)
 def import_clamp(ctx, lo, x, hi):
     element = ir.RankedTensorType(ctx.result_type()).element_type
     if ctx.shape.element_type == "pred":
@@ -149,7 +149,7 @@ def import_clamp(ctx, lo, x, hi):
     return builders.op1("stablehlo.clamp", ctx.result_type(), [lo, x, hi])
 
 
-@import_rule("convert")
+@import_rule("convert", pure=True)
 def import_convert(ctx, x):
     result = ctx.result_type()
     if x.type == result:
@@ -157,12 +157,12 @@ def import_convert(ctx, x):
     return builders.convert(x, ir.RankedTensorType(result).element_type)
 
 
-@import_rule("bitcast-convert")
+@import_rule("bitcast-convert", pure=True)
 def import_bitcast_convert(ctx, x):
     return builders.op1("stablehlo.bitcast_convert", ctx.result_type(), [x])
 
 
-@import_rule("reduce-precision")
+@import_rule("reduce-precision", pure=True)
 def import_reduce_precision(ctx, x):
     return builders.op1("stablehlo.reduce_precision", ctx.result_type(), [x], {
         "exponent_bits": builders.i32_attr(ctx.attrs["exponent_bits"]),

@@ -75,7 +75,7 @@ def _unit_windows_inserted(operand: list[int], updates: list[int], window_dims: 
     return [u for u, _ in pairs], sorted(inserted + [d for _, d in pairs])
 
 
-@import_rule("slice")
+@import_rule("slice", pure=True)
 def import_slice(ctx, x):
     dims = ctx.attrs["slice"]
     return builders.op1("stablehlo.slice", ctx.result_type(), [x], {
@@ -95,14 +95,14 @@ def _index_scalars(ctx, operand_rank: int, indices: tuple) -> list[ir.Value]:
     return list(indices)
 
 
-@import_rule("dynamic-slice")
+@import_rule("dynamic-slice", pure=True)
 def import_dynamic_slice(ctx, x, *indices):
     starts = _index_scalars(ctx, len(builders.shape_of(x)), indices)
     return builders.op1("stablehlo.dynamic_slice", ctx.result_type(), [x, *starts],
                  {"slice_sizes": builders.i64_array(ctx.attrs["dynamic_slice_sizes"])})
 
 
-@import_rule("dynamic-update-slice")
+@import_rule("dynamic-update-slice", pure=True)
 def import_dynamic_update_slice(ctx, x, update, *indices):
     starts = _index_scalars(ctx, len(builders.shape_of(x)), indices)
     update = builders.match_float(update, builders.element_type_of(x))

@@ -12,13 +12,13 @@ from converter.mlir import builders
 from converter.importer.registry import import_rule
 
 
-@import_rule("broadcast")
+@import_rule("broadcast", pure=True)
 def import_broadcast(ctx, x):
     return builders.op1("stablehlo.broadcast_in_dim", ctx.result_type(), [x],
                  {"broadcast_dimensions": builders.i64_array(ctx.attrs.get("dimensions", []))})
 
 
-@import_rule("reshape")
+@import_rule("reshape", pure=True)
 def import_reshape(ctx, x):
     return builders.op1("stablehlo.reshape", ctx.result_type(), [x])
 
@@ -31,7 +31,7 @@ def import_dynamic_reshape(ctx, x, *sizes):
     return builders.op1("stablehlo.dynamic_reshape", ctx.result_type(), [x, shape])
 
 
-@import_rule("transpose")
+@import_rule("transpose", pure=True)
 def import_transpose(ctx, x):
     return builders.op1("stablehlo.transpose", ctx.result_type(), [x],
                         {"permutation": builders.i64_array(ctx.attrs["dimensions"])})
@@ -43,7 +43,7 @@ def _major_to_minor(shape: Shape) -> list[int]:
     return list(reversed(shape.layout.minor_to_major))
 
 
-@import_rule("bitcast")
+@import_rule("bitcast", pure=True)
 def import_bitcast(ctx, x):
     """A bitcast reinterprets the operand's bytes, laid out by the operand's layout, as
     the result shape laid out by the result's layout: bring the operand to
@@ -353,14 +353,14 @@ def _moves_only_unit_dims(dims, perm) -> bool:
     return kept == sorted(kept)
 
 
-@import_rule("concatenate")
+@import_rule("concatenate", pure=True)
 def import_concatenate(ctx, *xs):
     element = ir.RankedTensorType(ctx.result_type()).element_type
     return builders.op1("stablehlo.concatenate", ctx.result_type(), [builders.match_float(x, element) for x in xs],
                  {"dimension": builders.i64_attr(ctx.attrs["dimensions"][0])})
 
 
-@import_rule("pad")
+@import_rule("pad", pure=True)
 def import_pad(ctx, x, value):
     pads = ctx.attrs.get("padding", [])
     if len(pads) != len(builders.shape_of(x)):
@@ -373,13 +373,13 @@ def import_pad(ctx, x, value):
     })
 
 
-@import_rule("reverse")
+@import_rule("reverse", pure=True)
 def import_reverse(ctx, x):
     return builders.op1("stablehlo.reverse", ctx.result_type(), [x],
                  {"dimensions": builders.i64_array(ctx.attrs.get("dimensions", []))})
 
 
-@import_rule("iota")
+@import_rule("iota", pure=True)
 def import_iota(ctx):
     return builders.op1("stablehlo.iota", ctx.result_type(), [], {"iota_dimension": builders.i64_attr(ctx.attrs["iota_dimension"])})
 
