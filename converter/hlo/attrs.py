@@ -9,6 +9,7 @@ verbatim as `Raw` instead, with a warning naming each.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -543,3 +544,41 @@ class ParseWarnings:
         self.seen.add(key)
         self.messages.append(message)
         return True
+
+
+# Attribute value types that are immutable and compare by value: frozen dataclasses of
+# ints, strings, bools and tuples of them (no floats, whose == holds for -0.0 and 0.0).
+_VALUE_KEY_TYPES = frozenset({SliceDim, PaddingDim, WindowDim, Window, ConvDimLabels, Sharding, Raw})
+
+
+class _NoValueKey(Exception):
+    pass
+
+
+def value_key(value: Any) -> Any:
+    """A hashable key for an attribute value (or a dict of them) that is equal only for
+    the same value: bools and floats keep their type and exact bits (True is not 1, -0.0
+    is not 0.0, a NaN is its bits); None for a value of a kind not known to compare so."""
+    try:
+        return (_value_key(value),)  # a tuple: the key of None is not None
+    except _NoValueKey:
+        return None
+
+
+def _value_key(value: Any) -> Any:
+    t = type(value)
+    if t is int or t is str or value is None:
+        return value
+    if t is list or t is tuple:
+        return tuple([_value_key(v) for v in value])
+    if t is dict:  # marked: not the key of a list of pairs
+        return (dict, tuple([(k, _value_key(v)) for k, v in value.items()]))
+    if t is BackendConfig:
+        return (t, value.form, value.raw)
+    if t is bool:
+        return (t, value)
+    if t is float:
+        return (t, struct.pack("<d", value))
+    if t in _VALUE_KEY_TYPES:
+        return value
+    raise _NoValueKey

@@ -170,6 +170,9 @@ class Cursor:
         self.allow_unknown_attributes = allow_unknown_attributes
         self.p = 0
         self.shape_cache: dict[str, Shape] = {}
+        # (opcode, result and operand shapes by id, attributes' value key) of the written
+        # shapes that passed check_written_shape -> those shapes (held: their ids stay theirs).
+        self.checked_shapes: dict[tuple, tuple] = {}
         # (opcode, key, value text) -> (value, is a list): see `attributes`.
         self.attr_cache: dict[tuple[str, str, str], tuple[Any, bool]] = {}
         # (opcode, key) -> COMP or COMPS where that attribute was read: see `attributes`.

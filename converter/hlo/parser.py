@@ -298,6 +298,7 @@ class _Parser(AttributeGrammar):
         defined: set[str] = set()
         by_name = comp.by_name
         operand_shape = comp.operand_shape
+        checked_shapes = self.checked_shapes
         for instr in comp.instructions:
             operands = instr.operands
             opcode = instr.opcode
@@ -346,9 +347,16 @@ class _Parser(AttributeGrammar):
                     elements = shape.tuple_shapes
                     checked = len(elements) == len(shapes) and all(e is o for e, o in zip(elements, shapes))
                 if not checked:
-                    problem = check_written_shape(opcode, shape, shapes, attrs)
-                    if problem is not None:
-                        raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
+                    # Dumps repeat these checks (a broadcast of one shape to another, in
+                    # every fusion): one that passed is not made again.  The key names the
+                    # shapes by id; the entry holds them, so no other takes those ids.
+                    key = (opcode, id(shape), *map(id, shapes), hlo_attrs.value_key(attrs) if attrs else ())
+                    if key[-1] is None or key not in checked_shapes:
+                        problem = check_written_shape(opcode, shape, shapes, attrs)
+                        if problem is not None:
+                            raise self.error_at(instr, f"'{instr.name}' ({opcode}): {problem}")
+                        if key[-1] is not None:
+                            checked_shapes[key] = (shape, shapes)
             defined.add(instr.name)
             if opcode == "parameter":
                 if instr.parameter_number in params:

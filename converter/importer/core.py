@@ -493,8 +493,8 @@ class ComputationImporter:
                 raise module_importer.error(f"cannot import: {e}", instr) from e
             values[instr.name] = out
             if key is not None:
-                # [values, whether they are known to be used, attributes, their _frozen
-                # form once a later instruction is compared, what the key names by id:
+                # [values, whether they are known to be used, attributes, their value
+                # key once a later instruction is compared, what the key names by id:
                 # the entry holds them, so no other object takes one of those ids while
                 # it lives].  A rule that handed an operand on built nothing to erase.
                 merged[key] = [out, any(out[0] is x for x in operands), instr.attrs, None, operands, shapes, shape]
@@ -519,35 +519,8 @@ def _used(values: Values, may_drop: Sequence[Callable[[ir.Operation, ir.Value], 
     return False
 
 
-class _NotMergeable(Exception):
-    pass
-
-
-# Attribute value types that are immutable and compare by value (frozen dataclasses of
-# ints, strings and tuples of them).
-_VALUE_ATTR_TYPES = frozenset({hlo_attrs.SliceDim, hlo_attrs.PaddingDim, hlo_attrs.Sharding, hlo_attrs.Raw})
 # Literals up to this size are compared (a larger constant builds its op; CSE merges it).
 _MERGED_LITERAL_BYTES = 4096
-
-
-def _frozen(value: Any) -> Any:
-    """An attribute value as a hashable key equal only to the same value: bools and floats
-    keep their type and exact bits (True is not 1, -0.0 is not 0.0); a value of a type
-    not known to compare by value raises _NotMergeable."""
-    t = type(value)
-    if t is int or t is str or value is None:
-        return value
-    if t is list or t is tuple:
-        return tuple([_frozen(v) for v in value])
-    if t is dict:
-        return tuple([(k, _frozen(v)) for k, v in value.items()])
-    if t is hlo_attrs.BackendConfig:
-        return (t, value.form, value.raw)
-    if t is bool or t is float:
-        return (t, repr(value) if t is bool else value.hex())
-    if t in _VALUE_ATTR_TYPES:
-        return value
-    raise _NotMergeable
 
 
 def merge_key(instr: Instruction, operands: list[Any], shapes: list[Shape]) -> tuple | None:
@@ -571,24 +544,19 @@ def _attributes_key(key: tuple, attrs: dict[str, Any]) -> tuple | None:
     """A merge key that also holds the attributes (for the instructions after the first
     whose key matched another's but whose attributes did not); None where an attribute
     is of a kind not known to compare by value."""
-    try:
-        return (key, _frozen(attrs))
-    except _NotMergeable:
-        return None
+    frozen = hlo_attrs.value_key(attrs)
+    return None if frozen is None else (key, frozen)
 
 
 def _same_attributes(entry: list, attrs: dict[str, Any]) -> bool:
-    """Whether an instruction's attributes are those of a merge table entry, compared in
-    their _frozen forms (False where either holds a value of a kind not known to compare
+    """Whether an instruction's attributes are those of a merge table entry, compared by
+    their value keys (attrs.value_key) (False where either holds a value of a kind not known to compare
     by value)."""
     if not attrs and not entry[2]:
         return True
-    try:
-        if entry[3] is None:
-            entry[3] = _frozen(entry[2])
-        return entry[3] == _frozen(attrs)
-    except _NotMergeable:
-        return False
+    if entry[3] is None:
+        entry[3] = hlo_attrs.value_key(entry[2])
+    return entry[3] is not None and entry[3] == hlo_attrs.value_key(attrs)
 
 
 # Ops whose results carry their operands' element type: result leaves follow operand 0,

@@ -259,6 +259,26 @@ def test_shapes_written_inconsistently_are_located_errors(line, message):
     assert e.value.line == 6 and message in e.value.message, e.value.message
 
 
+@pytest.mark.parametrize("valid,line,message", [
+    ("v = f32[3,2] broadcast(p), dimensions={0}", "ROOT r = f32[3,2] broadcast(p), dimensions={1}",
+     "broadcast of f32[3] to f32[3,2]"),
+    ("v = f32[2] slice(p), slice={[0:2]}", "ROOT r = f32[2] slice(p), slice={[0:3]}", "slice of f32[3] gives dimensions [3]"),
+    ("v = f32[1] dynamic-slice(p, i), dynamic_slice_sizes={1}", "ROOT r = f32[1] dynamic-slice(p, i), dynamic_slice_sizes={2}",
+     "dynamic_slice_sizes={2} but the result is f32[1]"),
+    ("v = f32[3,2] broadcast(p), dimensions={0}, statistics={visualizing_index=1,stat-0=0.5}",
+     "ROOT r = f32[3,2] broadcast(p), dimensions={1}, statistics={visualizing_index=1,stat-0=0.5}",
+     "broadcast of f32[3] to f32[3,2]"),
+])
+def test_a_check_that_passed_before_does_not_pass_another_instruction(valid, line, message):
+    """The parser makes each shape check once per opcode, shapes and attributes: the same
+    shapes with other attributes (or attributes it cannot key by value) are checked again."""
+    text = ("HloModule m\nENTRY e {\n  p = f32[3] parameter(0)\n  q = f32[4] parameter(1)\n  i = s32[] parameter(2)\n"
+            f"  {valid}\n  w = {valid.split(' = ', 1)[1]}\n  {line}\n}}\n")
+    with pytest.raises(HloParseError) as e:
+        parse_hlo(text)
+    assert e.value.line == 8 and message in e.value.message, e.value.message
+
+
 @pytest.mark.parametrize("groups,message", [
     ("{{0,99999999999999999999999}}", "attribute 'replica_groups' holds a number beyond int64"),
     ("{{0,0}}", "device 0 appears more than once in the replica groups"),
