@@ -84,15 +84,19 @@ def main() -> None:
 
     from converter.runtime.convert import convert_text
     from converter.hlo.parser import parse_hlo
-    from converter.importer.core import import_hlo
+    from converter.importer.core import ImportOptions, import_hlo
     from converter.mlir.serialize import module_to_bytes
     from passes import PassOptions, run_pipeline
+    from passes.lib.manager import merge_before_cse
 
     allow = PassOptions(allow_custom_calls={"__cublas$lt$matmul", "te_fused_attn_forward_ffi",
                                             "te_fused_attn_backward_ffi"})
 
+    # The import as `convert` does it for the default pipeline (duplicates merged).
+    import_options = ImportOptions(merge_duplicates=merge_before_cse("default"))
+
     def converted(hlo):
-        module = import_hlo(hlo)
+        module = import_hlo(hlo, import_options)
         run_pipeline(module, "default", allow)
         return module
 
@@ -109,8 +113,8 @@ def main() -> None:
         t_xla = best_of(lambda: xla_hlo.hlo_module_from_text(module_text), repeat)
         t_parse = best_of(lambda: parse_hlo(module_text, "bench.hlo"), repeat)
         hlo = parse_hlo(module_text, "bench.hlo")
-        t_import = best_of(lambda: import_hlo(hlo), repeat)
-        t_passes = best_of(lambda m: run_pipeline(m, "default", allow), repeat, setup=lambda: import_hlo(hlo))
+        t_import = best_of(lambda: import_hlo(hlo, import_options), repeat)
+        t_passes = best_of(lambda m: run_pipeline(m, "default", allow), repeat, setup=lambda: import_hlo(hlo, import_options))
         module = converted(hlo)
         t_write = best_of(lambda: module_to_bytes(module, "mlir"), repeat)
         module = hlo = None  # free the 100 MB module before timing the whole conversion

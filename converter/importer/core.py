@@ -93,6 +93,8 @@ class ModuleImporter:
         # The same, by the Shape object's id (most lookups are of an instruction's own
         # shape object, and hashing a Shape hashes all of its fields): id -> (shape, types).
         self._types_by_id: dict[int, tuple[Shape, list[ir.Type]]] = {}
+        # id(tuple shape) -> (shape, leaf_starts(shape)).
+        self._leaf_starts: dict[int, tuple[Shape, list[int]]] = {}
         # The source part of instruction locations (op_name, stack frame or source file),
         # shared by many instructions: (stack_frame_id, source_file, source_line, op_name) -> location.
         self._sources: dict[tuple, ir.Location | None] = {}
@@ -152,6 +154,19 @@ class ModuleImporter:
             self._types[shape] = types
         self._types_by_id[id(shape)] = (shape, types)  # holds the shape: its id stays its own
         return types
+
+    def leaf_starts(self, shape: Shape) -> list[int]:
+        """Where each element of a tuple shape starts among its flattened leaves, and their
+        count last: made once per Shape object (a loop's state tuple of hundreds of
+        elements is read by as many get-tuple-elements)."""
+        known = self._leaf_starts.get(id(shape))
+        if known is not None and known[0] is shape:
+            return known[1]
+        starts = [0]
+        for element in shape.tuple_shapes:
+            starts.append(starts[-1] + element.leaf_count())
+        self._leaf_starts[id(shape)] = (shape, starts)  # holds the shape: its id stays its own
+        return starts
 
     def tensor_type(self, shape: Shape) -> ir.Type:
         return self.leaf_types(shape)[0]

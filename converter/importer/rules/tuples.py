@@ -18,5 +18,5 @@ def import_get_tuple_element(ctx, operand):
     shape = ctx.operand_shape(0)
     if not shape.is_tuple or not 0 <= index < len(shape.tuple_shapes):
         raise ctx.error(f"index {index} is out of range for {shape_to_text(shape, False)}")
-    lo, hi = shape.leaf_range(index)
-    return operand[lo:hi]
+    starts = ctx.module_importer.leaf_starts(shape)
+    return operand[starts[index] : starts[index + 1]]
