@@ -5,8 +5,8 @@ meant to keep the output (a speed-up, a restructuring) keeps it.
 
 For every .hlo file under samples/ and tests/ (or the paths given): the sha256 of the
 printed HLO (converter.hlo.printer) or of the parse error's text, and with --convert the
-sha256 of the MLIR text `convert` writes (with locations) under the default pipeline and of
-the faithful import (`--pipeline none`), or of the error;
+sha256 of the MLIR text `convert` writes (with locations) under the default pipeline (and
+with --keep-fusions) and of the faithful import (`--pipeline none`), or of the error;
 with --mutations N, the same for N seeded random edits of each dump (characters deleted,
 inserted or replaced), so that parse errors and their `file:line:col` are compared too.
 Run it before and after a change and compare the two files (`--compare A.json B.json`).
@@ -109,9 +109,11 @@ def digests(path: pathlib.Path, convert: bool, n_mutations: int = 0) -> dict[str
             from converter.mlir.serialize import module_to_bytes
             from converter.runtime.convert import convert_module
 
-            for key, pipeline in (("mlir", "default"), ("mlir-faithful", "none")):
+            for key, pipeline, keep_fusions in (("mlir", "default", False), ("mlir-faithful", "none", False),
+                                                ("mlir-keep-fusions", "default", True)):
                 try:
-                    out[key] = digest(module_to_bytes(convert_module(parse_hlo(text, rel), pipeline=pipeline)))
+                    out[key] = digest(module_to_bytes(convert_module(parse_hlo(text, rel), pipeline=pipeline,
+                                                                     keep_fusions=keep_fusions)))
                 except Exception as e:  # any failure is part of the behaviour to keep
                     out[key] = f"error:{type(e).__name__}:" + digest(str(e))
     return out
