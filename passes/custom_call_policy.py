@@ -37,7 +37,7 @@ def known_targets() -> list[str]:
 
 @register_pass("custom-call-policy",
                "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only",
-               ops=("stablehlo.custom_call",), keeps_targets=True)
+               ops=("stablehlo.custom_call",), keeps_targets=True, keeps_ops=True)
 def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
     unknown: list[str] = []
     marked = False

@@ -62,7 +62,7 @@ DEFAULTS: dict[str, dict[str, Callable[[ir.Attribute], bool]]] = {
 
 @register_pass("drop-default-attributes", "remove attributes that hold their StableHLO default (as portable "
                                           "artifacts do), so a module and its artifact print alike",
-               ops=tuple(DEFAULTS), keeps_targets=True, keeps_valid=True)
+               ops=tuple(DEFAULTS), keeps_targets=True, keeps_valid=True, keeps_ops=True)
 def drop_default_attributes(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.walk(module, tuple(DEFAULTS)):
         defaults = DEFAULTS[op.name]

@@ -512,7 +512,13 @@ class ComputationImporter:
                 # key once a later instruction is compared, what the key names by id:
                 # the entry holds them, so no other object takes one of those ids while
                 # it lives].  A rule that handed an operand on built nothing to erase.
-                merged[key] = [out, any(out[0] is x for x in operands), instr.attrs, None, operands, shapes, shape]
+                first = out[0]
+                passed_on = False
+                for x in operands:
+                    if x is first:
+                        passed_on = True
+                        break
+                merged[key] = [out, passed_on, instr.attrs, None, operands, shapes, shape]
             if taps:
                 module_importer.record_tap(instr.name, out)
         return values[comp.root.name]

@@ -14,7 +14,7 @@ from jaxlib.mlir import ir
 from converter.common.files import write_atomic
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import OpIndex, PassWalks
+from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -167,7 +167,7 @@ def run_pipeline(
             if p.targets or p.ops:
                 if (index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops))) or \
                         (index is not None and not index.answers(frozenset(p.ops))):
-                    index = OpIndex(module)
+                    index = OpIndex(module, keep=indexed_kinds())
                     targets = index.targets
                 present = index.names if index is not None else {"stablehlo.custom_call"} if targets else set()
                 if not any(o in present for o in p.ops) and \
@@ -200,6 +200,8 @@ def run_pipeline(
                 derived = None
                 if p.erases_only_its_calls and seen is not None and seen.module is module:
                     derived = seen.kept_after_own_calls(p.targets)
+                elif p.keeps_ops:  # what it read holds: the index stays
+                    derived = offered if offered is not None else seen if seen is not None and seen.module is module else None
                 if not p.keeps_targets:
                     targets = None
                 if not p.needs_valid_input and not p.keeps_valid:
@@ -224,13 +226,16 @@ def run_pipeline(
 
 
 def _check_derived_index(module: ir.Module, derived: OpIndex, name: str) -> None:
-    """What a pass registered as erasing only its own calls left: the same ops of the
-    derived index's kinds, in the same order, as a new walk finds."""
-    walked = [(op, op_name, target) for op, op_name, target in OpIndex(module).ops if op_name in derived.kinds]
+    """What a pass registered as erasing only its own calls (or as keeping every op) left:
+    the same ops of the derived index's kinds, in the same order, as a new walk finds."""
+    walk = OpIndex(module)
+    kinds = derived.kinds if derived.kinds is not None else walk.names
+    walked = [(op, op_name, target) for op, op_name, target in walk.ops if op_name in kinds]
     if len(walked) != len(derived.ops) or any(a != b for a, b in zip(walked, derived.ops)):
-        raise PassError(f"pass '{name}' is registered as erasing only its own custom-calls and building no "
-                        f"{', '.join(sorted(derived.kinds))}, but the module's differ from what it read less "
-                        f"what it erased ({len(walked)} found, {len(derived.ops)} expected)")
+        promise = "keeping every op" if PASSES[name].keeps_ops else "erasing only its own custom-calls and building no " \
+            + ", ".join(sorted(kinds))
+        raise PassError(f"pass '{name}' is registered as {promise}, but the module's differ from what it read "
+                        f"less what it erased ({len(walked)} found, {len(derived.ops)} expected)")
 
 
 def _write(module: ir.Module, path: str) -> None:

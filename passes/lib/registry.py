@@ -68,6 +68,10 @@ class Pass:
     # The pass cannot make a valid module invalid (it only deletes attributes that hold
     # their defaults): it adds nothing for the pass manager to verify after it.
     keeps_valid: bool = False
+    # The pass changes attributes only (no op added or erased, no custom-call target or op
+    # name changed): the walk it read the module from holds after it, and the pass manager
+    # hands it to the passes after it (--verify-each checks that against a new walk).
+    keeps_ops: bool = False
     # Whether the pass may drop a use, besides uses by custom-calls: may_drop_use(user,
     # value) is True where it may erase `user`, or rebuild it without that operand, and
     # leave `value` unused where nothing else uses it.  Read where an import merges
@@ -81,7 +85,7 @@ PASSES: dict[str, Pass] = {}
 
 def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
                   needs_valid_input: bool = False, keeps_targets: bool = False,
-                  erases_only_its_calls: bool = False, keeps_valid: bool = False,
+                  erases_only_its_calls: bool = False, keeps_valid: bool = False, keeps_ops: bool = False,
                   may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
@@ -90,7 +94,7 @@ def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
         PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls,
-                            keeps_valid, may_drop_use)
+                            keeps_valid, keeps_ops, may_drop_use)
         return fn
 
     return register

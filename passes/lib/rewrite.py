@@ -64,28 +64,43 @@ KEPT_KINDS = frozenset({"stablehlo.custom_call", "stablehlo.if", "stablehlo.case
 
 
 class OpIndex:
-    """Every op of a module in pre-order, with its name and (custom-calls) its target,
-    from one walk: which ops a module holds, for deciding which passes have work.
+    """The ops of a module in pre-order, with their names and (custom-calls) targets, from
+    one walk: which ops a module holds, for deciding which passes have work.
 
-    Or (`kinds` not None) only the ops of those names, kept from an earlier index (see
-    `kept_after_own_calls`): it answers walks for those names alone."""
+    Walking: every op (`keep` None), or only the ops named in `keep` (with the names of
+    all: `names` is complete, `kinds` is `keep`, and the index answers walks for those
+    names alone).  Or (`ops` given) the ops of `kinds`, kept from an earlier index (see
+    `kept_after_own_calls`)."""
 
     def __init__(self, module: ir.Module, ops: list[tuple[ir.Operation, str, str]] | None = None,
-                 kinds: frozenset[str] | None = None):
+                 kinds: frozenset[str] | None = None, *, keep: frozenset[str] | None = None):
         self.module = module
         self.kinds = kinds
+        names: set[str] | None = None
         if ops is None:
             ops = []
             append = ops.append
+            if keep is None:
+                def visit(op: ir.Operation) -> ir.WalkResult:
+                    name = op.name
+                    append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
+                    return ir.WalkResult.ADVANCE
+            else:
+                # Most ops are of no kind a pass looks for: their names only.
+                self.kinds = keep
+                names = set()
+                add = names.add
 
-            def visit(op: ir.Operation) -> ir.WalkResult:
-                name = op.name
-                append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-                return ir.WalkResult.ADVANCE
+                def visit(op: ir.Operation) -> ir.WalkResult:
+                    name = op.name
+                    add(name)
+                    if name in keep:
+                        append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
+                    return ir.WalkResult.ADVANCE
 
             module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         self.ops = ops
-        self.names = {name for _, name, _ in self.ops}
+        self.names = names if names is not None else {name for _, name, _ in self.ops}
         self.targets = {target for _, name, target in self.ops if name == "stablehlo.custom_call"}
 
     def answers(self, kinds: set[str] | frozenset[str] | None) -> bool:
@@ -128,6 +143,15 @@ class PassWalks:
 _PASS_WALKS: contextvars.ContextVar[PassWalks | None] = contextvars.ContextVar("pass_walks", default=None)
 
 
+def indexed_kinds() -> frozenset[str]:
+    """The ops a walk keeps by default: the kinds passes look for (those the registered
+    passes name, KEPT_KINDS, calls), so that an index answers the walks of the passes
+    after it without holding every op."""
+    from passes.lib.registry import PASSES
+
+    return frozenset({"func.call", *KEPT_KINDS, *(op for p in PASSES.values() for op in p.ops)})
+
+
 def _ops(module: ir.Module, kinds: set[str] | frozenset[str] | None) -> list[tuple[ir.Operation, str, str]]:
     """The module's ops, at least those named `kinds` (None: every op)."""
     walks = _PASS_WALKS.get()
@@ -135,7 +159,7 @@ def _ops(module: ir.Module, kinds: set[str] | frozenset[str] | None) -> list[tup
     if walks is not None:
         index, walks.offered = walks.offered, None
     if index is None or index.module is not module or not index.answers(kinds):
-        index = OpIndex(module)
+        index = OpIndex(module, keep=None if kinds is None else indexed_kinds() | frozenset(kinds))
     if walks is not None and walks.first is None:
         walks.first = index
     return index.ops
