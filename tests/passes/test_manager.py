@@ -327,6 +327,14 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
             del PASSES[name]
 
 
+ONE_CALL = """HloModule m
+ENTRY main {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="test_target"
+}
+"""
+
+
 def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     """After a pass registered with erases_only_its_calls (strip-annotations, cublas-gemm,
     te-fused-attention) the manager derives the module's custom-calls, ifs, cases,
@@ -378,8 +386,6 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
         checked += 1
     assert checked > 100
 
-    @register_pass("test-builds-a-call", "test only: builds a custom-call against its registration",
-                   targets=("test_target",), erases_only_its_calls=True)
     def builds_a_call(module: ir.Module, options: PassOptions) -> None:
         for op in rewrite.custom_calls(module, "test_target"):
             with rewrite.at(op):
@@ -387,32 +393,20 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
                                   {"call_target_name": ir.StringAttr.get("other_target")})
             rewrite.replace(op, list(new.results))
 
-    try:
-        module = convert_text("""HloModule m
-ENTRY main {
-  x = f32[4] parameter(0)
-  ROOT c = f32[4] custom-call(x), custom_call_target="test_target"
-}
-""", pipeline="none")
-        with pytest.raises(PassError, match="'test-builds-a-call' is registered as erasing only its own"):
-            run_pipeline(module, ["test-builds-a-call"], PassOptions(verify_each=True))
-    finally:
-        del PASSES["test-builds-a-call"]
-
-    @register_pass("test-erases-a-call", "test only: erases a call against its registration",
-                   ops=("stablehlo.custom_call",), keeps_ops=True)
     def erases_a_call(module: ir.Module, options: PassOptions) -> None:
         for op in rewrite.custom_calls(module, "test_target"):
             rewrite.replace(op, list(op.operands))
 
-    try:
-        module = convert_text("""HloModule m
-ENTRY main {
-  x = f32[4] parameter(0)
-  ROOT c = f32[4] custom-call(x), custom_call_target="test_target"
-}
-""", pipeline="none")
-        with pytest.raises(PassError, match="'test-erases-a-call' is registered as keeping every op"):
-            run_pipeline(module, ["test-erases-a-call"], PassOptions(verify_each=True))
-    finally:
-        del PASSES["test-erases-a-call"]
+    # A pass that breaks what it is registered as promising is named by --verify-each.
+    for name, fn, promise, registration in [
+        ("test-builds-a-call", builds_a_call, "erasing only its own",
+         dict(targets=("test_target",), erases_only_its_calls=True)),
+        ("test-erases-a-call", erases_a_call, "keeping every op", dict(ops=("stablehlo.custom_call",), keeps_ops=True)),
+    ]:
+        register_pass(name, "test only: breaks its registration", **registration)(fn)
+        try:
+            module = convert_text(ONE_CALL, pipeline="none")
+            with pytest.raises(PassError, match=f"'{name}' is registered as {promise}"):
+                run_pipeline(module, [name], PassOptions(verify_each=True))
+        finally:
+            del PASSES[name]
