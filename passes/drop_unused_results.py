@@ -41,21 +41,24 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
                ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True,
                # The returns of an if/case whose results it drops: their operands lose those uses.
                may_drop_use=lambda user, value: user.name == "stablehlo.return")
-def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
+def drop_unused_results(module: ir.Module, options: PassOptions) -> bool:
     # One walk for both rewrites: rebuilding a custom-call moves no if/case.
     ops = [(op, op.name) for op in rewrite.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
+    changed = False  # False: the pass manager keeps what the walk found
     for op, name in ops:
         if name != "stablehlo.custom_call" or not rewrite.target_in(rewrite.call_target(op), WORKSPACE_TARGETS):
             continue
         results = list(op.results)
         if results and _is_workspace(results[-1]) and not rewrite.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:
             _rebuild_without(op, list(range(len(results) - 1)))
+            changed = True
     for op, name in ops:
         if name == "stablehlo.custom_call":
             continue
         keep = [i for i, r in enumerate(op.results) if rewrite.has_uses(r)]
         if len(keep) == len(op.results):
             continue
+        changed = True
         for region in op.regions:
             for block in region.blocks:
                 term = list(block.operations)[-1]
@@ -63,3 +66,4 @@ def drop_unused_results(module: ir.Module, options: PassOptions) -> None:
                     ir.Operation.create("stablehlo.return", operands=[term.operands[i] for i in keep])
                 term.erase()
         _rebuild_without(op, keep)
+    return changed
