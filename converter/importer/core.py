@@ -102,7 +102,8 @@ class ModuleImporter:
         self._sources_by_text: dict[str, ir.Location | None] = {}
         # One-element constants' attributes: (element type, dims, dtype, bytes) -> attribute.
         self.splat_constants: dict[tuple, ir.Attribute] = {}
-        # Attributes (or attribute dictionaries) that rules make once per module, by a key of their own.
+        # Attributes (or attribute dictionaries, or facts of shapes) that rules make once per
+        # module, by a key of their own.
         self.attribute_cache: dict[tuple, Any] = {}
         self._fusion_funcs: dict[str, tuple[str, list[ir.Type]]] = {}
         self.uses_chlo = False

@@ -67,7 +67,7 @@ def import_bitcast(ctx, x):
             # f32[]): offset 0 holds index (0, ..., 0) in every layout, tiled or not.
             return builders.reshape(builders.slice_(x, [0] * src.rank, [1] * src.rank), list(dst.dims))
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
-    if src_bits == dst_bits and _tiles_reorder(src, dst):
+    if src_bits == dst_bits and _tiles_reorder_cached(ctx, src, dst):
         x = _bitcast_same_width(ctx, x, src, dst)
         return _apply_plan_inverse(_storage_plan(dst), _apply_plan(_storage_plan(src), x, _IR), _IR)
     src_order = _major_to_minor(src)
@@ -193,6 +193,16 @@ def _apply_plan_inverse(plan, x, ops):
         else:
             x = ops.slice(x, before)
     return x
+
+
+def _tiles_reorder_cached(ctx, src: Shape, dst: Shape) -> bool:
+    """_tiles_reorder, computed once per module for each pair of shapes (a TPU dump
+    bitcasts the same tiled shapes in many fusions; the check may compare index arrays)."""
+    key = ("bitcast tiles reorder", src, dst)
+    known = ctx.module_importer.attribute_cache.get(key)
+    if known is None:
+        known = ctx.module_importer.attribute_cache[key] = _tiles_reorder(src, dst)
+    return known
 
 
 def _tiles_reorder(src: Shape, dst: Shape) -> bool:
