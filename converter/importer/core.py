@@ -572,8 +572,8 @@ def _attributes_key(key: tuple, attrs: dict[str, Any]) -> tuple | None:
 
 def _same_attributes(entry: list, attrs: dict[str, Any]) -> bool:
     """Whether an instruction's attributes are those of a merge table entry, compared by
-    their value keys (attrs.value_key) (False where either holds a value of a kind not known to compare
-    by value)."""
+    their value keys (attrs.value_key; False where either holds a value of a kind not
+    known to compare by value)."""
     if not attrs and not entry[2]:
         return True
     if entry[3] is None:

@@ -248,6 +248,62 @@ def test_attributes_tell_equal_operands_apart():
     assert op_count(ATTRIBUTES, merge=True) == op_count(ATTRIBUTES, merge=False) - 1
 
 
+LOOP = """HloModule loop
+
+%body (s: (s32[], f32[4])) -> (s32[], f32[4]) {
+  %s = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %x = f32[4]{0} get-tuple-element(%s), index=1
+  %one = s32[] constant(1)
+  %i1 = s32[] add(%i, %one)
+  %h = f32[] constant(0.5)
+  %hb = f32[4]{0} broadcast(%h), dimensions={}
+  %y = f32[4]{0} multiply(%x, %hb)
+  %h2 = f32[] constant(0.5)
+  %hb2 = f32[4]{0} broadcast(%h2), dimensions={}
+  %z = f32[4]{0} add(%y, %hb2)
+  ROOT %t = (s32[], f32[4]{0}) tuple(%i1, %z)
+}
+
+%cond (s: (s32[], f32[4])) -> pred[] {
+  %s = (s32[], f32[4]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %n = s32[] constant(3)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+
+ENTRY %main (a: f32[4]) -> (f32[4], f32[4]) {
+  %a = f32[4]{0} parameter(0)
+  %zero = s32[] constant(0)
+  %h = f32[] constant(0.5)
+  %hb = f32[4]{0} broadcast(%h), dimensions={}
+  %a2 = f32[4]{0} multiply(%a, %hb)
+  %init = (s32[], f32[4]{0}) tuple(%zero, %a2)
+  %w = (s32[], f32[4]{0}) while(%init), condition=%cond, body=%body
+  %r = f32[4]{0} get-tuple-element(%w), index=1
+  %h3 = f32[] constant(0.5)
+  %hb3 = f32[4]{0} broadcast(%h3), dimensions={}
+  %out = f32[4]{0} multiply(%r, %hb3)
+  ROOT %t = (f32[4]{0}, f32[4]{0}) tuple(%out, %a2)
+}
+"""
+
+
+def test_loops_merge_within_their_bodies():
+    """A while body merges its own duplicates, not the entry's (its block is another);
+    the entry merges the constant and broadcast after the loop into those before it.
+    NumPy is the oracle of the values: x/2 + 1/2 three times, then halved."""
+    assert merged(LOOP) == faithful_then_pipeline(LOOP)
+    assert op_count(LOOP, merge=True) == op_count(LOOP, merge=False) - 4  # %h2, %hb2, %h3, %hb3
+    a = np.array([1.0, -2.0, 4.0, 0.25], np.float32)
+    x = a * np.float32(0.5)
+    for _ in range(3):
+        x = x * np.float32(0.5) + np.float32(0.5)
+    out, a2 = run_ours(LOOP, [a], pass_options=ALLOW)
+    np.testing.assert_array_equal(out, x * np.float32(0.5))  # exact: halving and adding 1/2 round alike
+    np.testing.assert_array_equal(a2, a * np.float32(0.5))
+
+
 def test_which_pipelines_merge():
     assert merge_before_cse("default") is not None
     assert merge_before_cse("strip-annotations,cublas-gemm,cse") is not None
