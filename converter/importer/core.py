@@ -28,6 +28,8 @@ from converter.mlir.context import make_context, mlir_element_type
 Values = list[ir.Value]
 
 _MISSING = object()
+# Looked up once: ModuleImporter.location makes two or three locations per instruction.
+_name_location, _file_location, _fused_location = ir.Location.name, ir.Location.file, ir.Location.fused
 
 
 def _source_key(metadata_text: str) -> str:
@@ -180,7 +182,7 @@ class ModuleImporter:
 
     # ------------------------------------------------------------------ locations
     def location(self, instr: Instruction) -> ir.Location:
-        loc = ir.Location.name(instr.name, childLoc=ir.Location.file(self.hlo.path, instr.line, instr.col))
+        loc = _name_location(instr.name, childLoc=_file_location(self.hlo.path, instr.line, instr.col))
         # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
         text = instr.metadata_text
         if text is not None:
@@ -192,7 +194,7 @@ class ModuleImporter:
                 source = self._sources_by_text[key] = self._source(instr.metadata)
         else:
             source = self._source(instr.metadata)
-        return ir.Location.fused([loc, source]) if source is not None else loc
+        return _fused_location([loc, source]) if source is not None else loc
 
     def _source(self, md: Metadata | None) -> ir.Location | None:
         if md is None:
@@ -475,7 +477,9 @@ class ComputationImporter:
             ctx.shape = natural or shape
             key = None
             if opcode in pure:
-                key = merge_key(instr, operands, shapes)
+                # merge_key, inlined but for constants (one shape per operand: the ids line up).
+                key = merge_key(instr, operands, shapes) if opcode == "constant" else \
+                    (opcode, id(shape), *map(id, shapes), *map(id, operands), None)
                 if key is not None:
                     earlier = merged.get(key)
                     if earlier is not None and not _same_attributes(earlier, instr.attrs):
