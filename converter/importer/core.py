@@ -477,9 +477,15 @@ class ComputationImporter:
             ctx.shape = natural or shape
             key = None
             if opcode in pure:
-                # merge_key, inlined but for constants (one shape per operand: the ids line up).
-                key = merge_key(instr, operands, shapes) if opcode == "constant" else \
-                    (opcode, id(shape), *map(id, shapes), *map(id, operands), None)
+                # What makes the import of a PURE instruction equal to another's, less the
+                # attributes (_same_attributes compares those when a key matches): its
+                # opcode, the identity of its result and operand shapes (the parser makes
+                # one Shape object per shape text: equal shapes from two texts only miss a
+                # merge) and of its operand values (one shape per operand: the ids line
+                # up), and for a constant its literal.
+                literal = _literal_key(instr) if opcode == "constant" else None
+                if opcode != "constant" or literal is not None:
+                    key = (opcode, id(shape), *map(id, shapes), *map(id, operands), literal)
                 if key is not None:
                     earlier = merged.get(key)
                     if earlier is not None and not _same_attributes(earlier, instr.attrs):
@@ -549,21 +555,13 @@ def _used(values: Values, may_drop: Sequence[Callable[[ir.Operation, ir.Value], 
 _MERGED_LITERAL_BYTES = 4096
 
 
-def merge_key(instr: Instruction, operands: list[Any], shapes: list[Shape]) -> tuple | None:
-    """What makes a PURE instruction's import equal to another's, less its attributes
-    (compared when a key matches, by _same_attributes): its opcode, the identity of its
-    operand and result shapes (the parser makes one Shape object per shape text; equal
-    shapes from different texts only miss a merge) and of its operand values, and for a
-    constant its literal.  None when it is not to be merged: an elided or tuple literal
-    (made up per instruction), a literal over _MERGED_LITERAL_BYTES."""
-    literal = None
-    if instr.opcode == "constant":
-        value = instr.literal
-        if type(value) is not np.ndarray or value.nbytes > _MERGED_LITERAL_BYTES or instr.literal_elided:
-            return None
-        literal = (value.dtype, value.shape, value.tobytes())
-    # One shape per operand: the ids line up however many operands there are.
-    return (instr.opcode, id(instr.shape), *map(id, shapes), *map(id, operands), literal)
+def _literal_key(instr: Instruction) -> tuple | None:
+    """A constant's literal in a merge key; None where it is not merged: an elided or
+    tuple literal (made up per instruction), one over _MERGED_LITERAL_BYTES."""
+    value = instr.literal
+    if type(value) is not np.ndarray or value.nbytes > _MERGED_LITERAL_BYTES or instr.literal_elided:
+        return None
+    return (value.dtype, value.shape, value.tobytes())
 
 
 def _attributes_key(key: tuple, attrs: dict[str, Any]) -> tuple | None:
