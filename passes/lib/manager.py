@@ -79,11 +79,12 @@ def merge_before_cse(pipeline: str | list[str] | None) -> tuple[Callable[[ir.Ope
     """For a pipeline that runs MLIR's cse with only passes of the default pipeline before
     it (rewrites of custom-calls and of the ops they name, which build no duplicate of an
     op they did not build): those passes' tests of whether they may drop a use of a value
-    (Pass.may_drop_use; uses by custom-calls, which they rewrite, are dropped in any case).  Such a pipeline writes the same
-    module whether the import merged duplicate pure instructions or cse erased them, if
-    the import merges an instruction only into one whose values a use by another op keeps
-    alive up to cse (ImportOptions.merge_duplicates).  None for any other pipeline, and
-    for one naming an unknown pass (running it says which)."""
+    (Pass.may_drop_use; uses by custom-calls, which they rewrite, count as dropped in any
+    case).  Such a pipeline writes the same module whether the import merged duplicate
+    pure instructions or cse erased them, if the import merges an instruction only into
+    one whose values a use that lasts keeps alive up to cse (ImportOptions.merge_duplicates).
+    None for any other pipeline, and for one naming an unknown pass (running it says
+    which)."""
     try:
         names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     except UnknownPassError:
@@ -192,16 +193,18 @@ def run_pipeline(
             except ir.MLIRError as e:
                 raise PassError(f"pass '{name}' failed: {e}") from None
             seen = walks.first
+            # What the pass read the module from: the index it was offered, or its own walk.
+            read = offered if offered is not None else seen if seen is not None and seen.module is module else None
             if changed is False:  # the pass says it left the module as it was: what it saw holds
-                index = offered if offered is not None else seen if seen is not None and seen.module is module else None
+                index = read
                 if index is not None:
                     targets = index.targets
             else:
                 derived = None
                 if p.erases_only_its_calls and seen is not None and seen.module is module:
                     derived = seen.kept_after_own_calls(p.targets)
-                elif p.keeps_ops:  # what it read holds: the index stays
-                    derived = offered if offered is not None else seen if seen is not None and seen.module is module else None
+                elif p.keeps_ops:  # it changed attributes only: what it read holds
+                    derived = read
                 if not p.keeps_targets:
                     targets = None
                 if not p.needs_valid_input and not p.keeps_valid:
@@ -232,10 +235,13 @@ def _check_derived_index(module: ir.Module, derived: OpIndex, name: str) -> None
     kinds = derived.kinds if derived.kinds is not None else walk.names
     walked = [(op, op_name, target) for op, op_name, target in walk.ops if op_name in kinds]
     if len(walked) != len(derived.ops) or any(a != b for a, b in zip(walked, derived.ops)):
-        promise = "keeping every op" if PASSES[name].keeps_ops else "erasing only its own custom-calls and building no " \
-            + ", ".join(sorted(kinds))
-        raise PassError(f"pass '{name}' is registered as {promise}, but the module's differ from what it read "
-                        f"less what it erased ({len(walked)} found, {len(derived.ops)} expected)")
+        if PASSES[name].keeps_ops:
+            promise, expected = "keeping every op", "what it read"
+        else:
+            promise = "erasing only its own custom-calls and building no " + ", ".join(sorted(kinds))
+            expected = "what it read less what it erased"
+        raise PassError(f"pass '{name}' is registered as {promise}, but the module's differ from {expected} "
+                        f"({len(walked)} found, {len(derived.ops)} expected)")
 
 
 def _write(module: ir.Module, path: str) -> None:

@@ -79,6 +79,7 @@ class Pass:
     # (passes.lib.manager.merge_before_cse).  None: it drops none.
     may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None
 
+
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}
 
