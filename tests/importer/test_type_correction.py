@@ -19,6 +19,7 @@ import pytest
 
 from converter.importer.core import FOLLOWS_OPERAND_0
 from tests.helpers import assert_close, run_ours
+from tests.importer.hlo_snippets import binary_module, unary_module
 
 BF16 = ml_dtypes.bfloat16
 _RNG = np.random.default_rng(11)
@@ -70,16 +71,13 @@ def test_the_generated_class_covers_the_opcodes_numpy_can_compute():
 @pytest.mark.parametrize("opcode", sorted(UNARY))
 def test_unary_with_f32_operand_and_bf16_result(opcode):
     x = _unary_input(opcode)
-    hlo = f"HloModule m\nENTRY e {{\n  x = f32[2,3] parameter(0)\n  ROOT r = bf16[2,3] {opcode}(x)\n}}\n"
-    (out,) = run_ours(hlo, [x])
+    (out,) = run_ours(unary_module(opcode, "f32", [2, 3], "bf16"), [x])
     _check(opcode, out, UNARY[opcode](x))
 
 
 @pytest.mark.parametrize("opcode", sorted(BINARY))
 def test_binary_with_f32_operands_and_bf16_result(opcode):
-    hlo = (f"HloModule m\nENTRY e {{\n  x = f32[2,3] parameter(0)\n  y = f32[2,3] parameter(1)\n"
-           f"  ROOT r = bf16[2,3] {opcode}(x, y)\n}}\n")
-    (out,) = run_ours(hlo, [X, Y])
+    (out,) = run_ours(binary_module(opcode, "f32", [2, 3], "bf16"), [X, Y])
     _check(opcode, out, BINARY[opcode](X, Y))
 
 
