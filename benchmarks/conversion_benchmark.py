@@ -28,11 +28,12 @@ SAMPLE = ROOT / "samples" / "gpu_maxtext_train_step_te_fused_attention.hlo"
 
 def replicate(text: str, copies: int, path: str = str(SAMPLE)) -> str:
     """A module holding `copies` copies of a dump (every computation and instruction name
-    suffixed per copy); the new entry calls each copy's entry and returns a tuple."""
+    suffixed per copy, the stack-frame tables kept); the new entry calls each copy's
+    entry and returns a tuple."""
     import re
 
     from converter.hlo.parser import parse_hlo
-    from converter.hlo.printer import computation_to_text, shape_to_text
+    from converter.hlo.printer import computation_to_text, shape_to_text, stack_frames_to_text
 
     if copies == 1:
         return text
@@ -42,6 +43,10 @@ def replicate(text: str, copies: int, path: str = str(SAMPLE)) -> str:
     body = "\n\n".join(computation_to_text(c) for c in base.computations).replace("ENTRY %", "%")
     name_ref = re.compile(r"%([A-Za-z_][\w.\-]*)")
     parts = [f"HloModule {base.name}_x{copies}, num_partitions={base.num_partitions}"]
+    if not base.stack_frames.is_empty():
+        # The copies' stack_frame_ids name the dump's frames: without the tables XLA's
+        # parser would warn of an invalid id once per instruction (and be slowed by it).
+        parts.append(stack_frames_to_text(base.stack_frames))
     params, calls, results = [], [], []
     n_param = 0
     root_shape = shape_to_text(base.entry.root.shape)
