@@ -377,6 +377,11 @@ _RE_METADATA_ANY_KV = re.compile(
     r'([A-Za-z_]\w*)=(?:"([^"\\]*+(?:\\.[^"\\]*+)*+)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'([^\'\\]*+(?:\\.[^\'\\]*+)*+)\')')
 
 
+# The same pairs for a text without backslashes, single quotes or braces (what XLA prints
+# for most instructions): only double-quoted values (holding no escape) and bare ones.
+_RE_METADATA_PLAIN_KV = re.compile(r'([A-Za-z_]\w*)=(?:"([^"]*+)"|([^\s"\'{}]++))')
+
+
 def parse_metadata(text: str) -> Metadata:
     """A Metadata record from the text inside `metadata={...}`."""
     # One pass of one pattern: the values are quoted, bare, braced or single-quoted.
@@ -391,11 +396,41 @@ def parse_metadata(text: str) -> Metadata:
             md.op_name = c_unescape(quoted)
         elif key == "source_file":
             md.source_file = c_unescape(quoted)
-        elif key in ("source_line", "stack_frame_id") and (bare or quoted).isdigit() and int(bare or quoted) < 1 << 31:
+        elif key in ("source_line", "stack_frame_id") and _is_small_count(bare or quoted):
             setattr(md, key, int(bare or quoted))
         else:
-            md.extra[key] = c_unescape(quoted) if bare == "" else (int(bare) if bare.isdigit() else Raw(bare))
+            md.extra[key] = c_unescape(quoted) if bare == "" else (int(bare) if bare.isdecimal() else Raw(bare))
     return md
+
+
+def _is_small_count(value: str) -> bool:
+    """A source_line or stack_frame_id: decimal digits below 2^31 (isdecimal, not
+    isdigit: int() refuses superscript digits)."""
+    return value.isdecimal() and int(value) < 1 << 31
+
+
+def metadata_source(text: str) -> tuple[int, str, int, str]:
+    """(stack_frame_id, source_file, source_line, op_name) of `parse_metadata(text)`: what
+    an instruction's location is made from, read without building the record where the
+    text holds no backslash, single quote or brace (_RE_METADATA_PLAIN_KV finds the same
+    pairs there, and no value needs unescaping)."""
+    if "\\" in text or "'" in text or "{" in text:
+        md = parse_metadata(text)
+        return md.stack_frame_id, md.source_file, md.source_line, md.op_name
+    op_name = source_file = ""
+    source_line = stack_frame_id = 0
+    for key, quoted, bare in _RE_METADATA_PLAIN_KV.findall(text):
+        if key == "op_name":
+            op_name = quoted
+        elif key == "source_file":
+            source_file = quoted
+        elif key == "source_line":
+            if _is_small_count(bare or quoted):
+                source_line = int(bare or quoted)
+        elif key == "stack_frame_id":
+            if _is_small_count(bare or quoted):
+                stack_frame_id = int(bare or quoted)
+    return stack_frame_id, source_file, source_line, op_name
 
 
 @dataclass(frozen=True, slots=True)
