@@ -18,7 +18,7 @@ from jaxlib.mlir.dialects import func, stablehlo
 from converter.hlo import dtypes
 from converter.common.errors import ConverterError
 from converter.hlo import attrs as hlo_attrs
-from converter.hlo.ir import Computation, Instruction, Metadata, Module, Shape, split_operand
+from converter.hlo.ir import Computation, Instruction, Module, Shape, metadata_source, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
 from converter.importer.registry import PURE, RULES, VALUE_ONLY, find_rule
@@ -35,14 +35,17 @@ _name_location, _file_location, _fused_location = ir.Location.name, ir.Location.
 def _source_key(metadata_text: str) -> str:
     """The metadata's text less its scheduling name, in which the instructions of one
     source differ: two texts with the same key have the same op_name, source file and
-    line and stack frame.  A double-quoted value escapes its quotes, so the first
-    `scheduling_name="` is where that item starts; a text with single-quoted values
-    (which would not escape them) or an escape in the name is its own key."""
+    line and stack frame.  Only in a text without escapes or single quotes, where a
+    double quote opens or closes a value: the first `scheduling_name="` at the text's
+    start or after whitespace with an even number of quotes before it is that item
+    (outside every quoted value; within a braced one it is part of that value), and its
+    value ends at the next quote.  Any other text is its own key."""
     start = metadata_text.find('scheduling_name="')
-    if start < 0 or "'" in metadata_text:
+    if start < 0 or "\\" in metadata_text or "'" in metadata_text or \
+            (start and not metadata_text[start - 1].isspace()) or metadata_text.count('"', 0, start) & 1:
         return metadata_text
     end = metadata_text.find('"', start + 17)
-    if end < 0 or "\\" in metadata_text[start + 17 : end]:
+    if end < 0:
         return metadata_text
     if end == len(metadata_text) - 1:  # the last item, as XLA prints it: one slice
         return metadata_text[:start]
@@ -191,15 +194,16 @@ class ModuleImporter:
             key = _source_key(text)
             source = self._sources_by_text.get(key, _MISSING)
             if source is _MISSING:
-                source = self._sources_by_text[key] = self._source(instr.metadata)
-        else:
-            source = self._source(instr.metadata)
+                source = self._sources_by_text[key] = self._source(metadata_source(text))
+        else:  # metadata given as a record (or none)
+            md = instr.metadata
+            if md is None:
+                return loc
+            source = self._source((md.stack_frame_id, md.source_file, md.source_line, md.op_name))
         return _fused_location([loc, source]) if source is not None else loc
 
-    def _source(self, md: Metadata | None) -> ir.Location | None:
-        if md is None:
-            return None
-        key = (md.stack_frame_id, md.source_file, md.source_line, md.op_name)
+    def _source(self, key: tuple[int, str, int, str]) -> ir.Location | None:
+        """The location of (stack_frame_id, source_file, source_line, op_name)."""
         try:
             return self._sources[key]
         except KeyError:

@@ -89,3 +89,75 @@ def test_generated_metadata_in_every_item_order_gets_its_own_source():
     module = convert_text("\n".join(lines + ["}"]) + "\n", "m.hlo", pipeline="none")
     body = module.body.operations[0].regions[0].blocks[0]
     assert [str(op.location) for op in body.operations if op.name == "stablehlo.exponential"] == expected
+
+
+def test_a_scheduling_name_inside_a_value_is_not_cut_from_the_key():
+    """The source cache's key cuts `scheduling_name="..."` only where it is an item of its
+    own.  Inside a quoted value (the first pair) or glued to a bare value by '=' (read
+    through the balanced-braces form of metadata: the second pair, where the quoted text
+    after it holds the stack_frame_id that XLA's item reader finds) it is part of what
+    differs between the instructions, whose locations differ."""
+    hlo = r"""HloModule m
+
+FileNames
+1 "g.py"
+2 "h.py"
+
+FunctionNames
+1 "fn"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=5 end_column=9}
+2 {file_name_id=2 function_name_id=1 line=8 end_line=8 column=1 end_column=2}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=1}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  a = f32[4]{0} exponential(x), metadata={op_name="o scheduling_name=" source_file="f1.py" source_line=2}
+  b = f32[4]{0} exponential(a), metadata={op_name="o scheduling_name=" other="f1.py" source_line=2}
+  c = f32[4]{0} exponential(b), metadata={op_name="p" k=scheduling_name="stack_frame_id=1"}
+  ROOT d = f32[4]{0} exponential(c), metadata={op_name="p" k=scheduling_name="stack_frame_id=2"}
+}
+"""
+    module = convert_text(hlo, "m.hlo", pipeline="none")
+    body = module.body.operations[0].regions[0].blocks[0]
+    locs = [str(op.location) for op in body.operations if op.name == "stablehlo.exponential"]
+    assert locs == ['loc(fused["a"("m.hlo":20:3), "o scheduling_name="("f1.py":2:0)])',
+                    'loc(fused["b"("m.hlo":21:3), "o scheduling_name="])',
+                    'loc(fused["c"("m.hlo":22:3), "p"("g.py":7:5)])',
+                    'loc(fused["d"("m.hlo":23:3), "p"("h.py":8:1)])']
+
+
+_PIECES = ['"', "{", "}", "=", " ", "a", "op_name=", "source_file=", "source_line=", "stack_frame_id=",
+           "scheduling_name=", '"f.py"', '"g.py"', "7", "8", "x_1"]
+
+
+def test_texts_with_the_same_key_have_the_same_source():
+    """Generated: texts around a `scheduling_name="..."` whose value differs (values
+    that are themselves items, braces, '='), and the text without it.  Wherever two
+    have the same cache key (_source_key), the fields the location is made from are
+    the same (metadata_source, whose agreement with the general reading
+    tests/hlo/test_metadata.py checks)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from converter.hlo.ir import metadata_source
+    from converter.importer.core import _source_key
+
+    text_part = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+    value = st.lists(st.sampled_from([p for p in _PIECES if '"' not in p]), max_size=6).map("".join)
+
+    @settings(max_examples=800, deadline=None)
+    @given(text_part, text_part, value, value)
+    def check(prefix, suffix, v1, v2):
+        texts = [prefix + f'scheduling_name="{v}"' + suffix for v in (v1, v2)] + [prefix + suffix]
+        keys = [_source_key(t) for t in texts]
+        for i in range(3):
+            for j in range(i):
+                if keys[i] == keys[j]:
+                    assert metadata_source(texts[i]) == metadata_source(texts[j]), (texts[i], texts[j])
+
+    check()
