@@ -21,7 +21,7 @@ from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Module, Shape, metadata_source, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr
-from converter.importer.registry import PURE, RULES, VALUE_ONLY, find_rule
+from converter.importer.registry import PURE, RULES, UNLOCATED, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import make_context, mlir_element_type
 
@@ -437,7 +437,7 @@ class ComputationImporter:
         ctx = RuleContext(module_importer, self)
         rules_get = RULES.get
         follows = FOLLOWS_OPERAND
-        value_only = VALUE_ONLY
+        unlocated = UNLOCATED
         merged = module_importer.merge_table()
         pure = PURE if merged is not None else frozenset()
         for instr in comp.instructions:
@@ -502,7 +502,7 @@ class ComputationImporter:
                         values[instr.name] = earlier[0]
                         continue
             try:
-                if opcode in value_only and natural is None:
+                if opcode in unlocated and natural is None:
                     out = rule(ctx, *operands)
                     if type(out) is not list:
                         out = list(out)

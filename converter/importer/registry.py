@@ -20,6 +20,10 @@ RULES: dict[str, ImportRule] = {}
 # Opcodes whose rules build no op (they hand existing values on: tuple, get-tuple-element),
 # so the importer makes no location for them.
 VALUE_ONLY: set[str] = set()
+# Those, and the opcodes whose rules build no op at the instruction's location: the ops of
+# the computation they inline each carry their own instruction's location, and an op of
+# their own (a call kept as a call) they build under `ModuleImporter.location` themselves.
+UNLOCATED: set[str] = set()
 # Opcodes whose rules are pure: what they build depends only on the operand values and
 # shapes, the result shape and the attributes (the literal, for constant), and is
 # side-effect-free ops without regions at the insertion point, each of which MLIR's CSE
@@ -28,7 +32,8 @@ VALUE_ONLY: set[str] = set()
 PURE: set[str] = set()
 
 
-def import_rule(*opcodes: str, builds_ops: bool = True, pure: bool = False) -> Callable[[ImportRule], ImportRule]:
+def import_rule(*opcodes: str, builds_ops: bool = True, located: bool = True,
+                pure: bool = False) -> Callable[[ImportRule], ImportRule]:
     def register(rule: ImportRule) -> ImportRule:
         for opcode in opcodes:
             if opcode in RULES:
@@ -36,6 +41,8 @@ def import_rule(*opcodes: str, builds_ops: bool = True, pure: bool = False) -> C
             RULES[opcode] = rule
             if not builds_ops:
                 VALUE_ONLY.add(opcode)
+            if not builds_ops or not located:
+                UNLOCATED.add(opcode)
             if pure:
                 PURE.add(opcode)
         return rule

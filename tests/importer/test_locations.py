@@ -131,6 +131,33 @@ ENTRY main {
                     'loc(fused["d"("m.hlo":23:3), "p"("h.py":8:1)])']
 
 
+def test_a_fusion_call_kept_as_a_call_has_the_fusion_s_location():
+    """Fusions and calls make no location of their own when inlined (each inlined op has
+    its instruction's); kept as a call (--keep-fusions) the call op has the fusion's."""
+    from converter.importer.registry import UNLOCATED, VALUE_ONLY
+
+    assert UNLOCATED == VALUE_ONLY | {"fusion", "call"}
+    hlo = """HloModule m
+fused {
+  p = f32[4]{0} parameter(0)
+  ROOT e = f32[4]{0} exponential(p), metadata={op_name="jit(f)/exp"}
+}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  ROOT f = f32[4]{0} fusion(x), kind=kLoop, calls=fused, metadata={op_name="jit(f)/fusion" source_file="f.py" source_line=9}
+}
+"""
+    kept = convert_text(hlo, "m.hlo", pipeline="none", keep_fusions=True)
+    main = [op for op in kept.body.operations if op.attributes["sym_name"].value == "main"][0]
+    call = [op for op in main.regions[0].blocks[0].operations if op.name == "func.call"][0]
+    assert str(call.location) == 'loc(fused["f"("m.hlo":9:3), "jit(f)/fusion"("f.py":9:0)])'
+    inlined = convert_text(hlo, "m.hlo", pipeline="none")
+    ops = list(inlined.body.operations[0].regions[0].blocks[0].operations)
+    assert [op.name for op in ops] == ["stablehlo.exponential", "func.return"]
+    assert str(ops[0].location) == 'loc(fused["e"("m.hlo":4:3), "jit(f)/exp"])'
+
+
 _PIECES = ['"', "{", "}", "=", " ", "a", "op_name=", "source_file=", "source_line=", "stack_frame_id=",
            "scheduling_name=", '"f.py"', '"g.py"', "7", "8", "x_1"]
 
