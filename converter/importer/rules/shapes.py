@@ -51,12 +51,20 @@ def import_bitcast(ctx, x):
     permute back to the result's logical order.  Memory space never changes which element
     lands where; tiling mostly does not, and where it does the bitcast follows the tiles."""
     src, dst = ctx.operand_shape(0), ctx.shape
-    if src.element_type == dst.element_type and _row_major(src) and _row_major(dst) \
-            and src.num_elements() == dst.num_elements():
-        # The common case, what the general path below comes to: a reshape (none where the
-        # dims agree).  Static shapes: the operand's type is its shape's.
-        if not src.is_dynamic and not dst.is_dynamic:
-            return x if src.dims == dst.dims else builders.op1("stablehlo.reshape", ctx.result_type(), [x])
+    # The common case, what the general path below comes to: a reshape (none where the
+    # dims agree), decided once per pair of Shape objects (the entry holds them: no other
+    # takes their ids).
+    cache = ctx.module_importer.attribute_cache
+    key = ("bitcast reshape", id(src), id(dst))
+    known = cache.get(key)
+    if known is None:
+        known = cache[key] = (src, dst, _plain_reshape(src, dst))
+    plain = known[2]
+    if plain == "same":
+        return x
+    if plain == "reshape":  # static shapes: the operand's type is its shape's
+        return builders.op1("stablehlo.reshape", ctx.result_type(), [x])
+    if plain == "dynamic":
         return builders.reshape(x, list(dst.dims))
     src_bits, dst_bits = ELEMENT_BITS[src.element_type], ELEMENT_BITS[dst.element_type]
     if src_bits * src.num_elements() != dst_bits * dst.num_elements():
@@ -85,6 +93,18 @@ def import_bitcast(ctx, x):
     y = builders.transpose(x, src_order)
     y = builders.reshape(y, dst_phys)
     return builders.transpose(y, inverse)
+
+
+def _plain_reshape(src: Shape, dst: Shape) -> str | None:
+    """How a bitcast between untiled row-major layouts of one element type and count
+    reads: "same" (static, equal dims), "reshape" (static), "dynamic" (bounded dims); None
+    for any other bitcast."""
+    if src.element_type != dst.element_type or not _row_major(src) or not _row_major(dst) \
+            or src.num_elements() != dst.num_elements():
+        return None
+    if src.is_dynamic or dst.is_dynamic:
+        return "dynamic"
+    return "same" if src.dims == dst.dims else "reshape"
 
 
 def _row_major(shape: Shape) -> bool:
