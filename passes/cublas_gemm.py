@@ -196,13 +196,18 @@ def _ints(values) -> list[int]:
     return [int(v) for v in values or []]
 
 
-def _dimension_numbers(gemm: dict[str, Any]) -> stablehlo.DotDimensionNumbers:
+def _dimension_lists(gemm: dict[str, Any]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """gemm_backend_config.dot_dimension_numbers: lhs batch, rhs batch, lhs contracting,
+    rhs contracting dimensions."""
     dims = gemm.get("dot_dimension_numbers") or {}
-    return stablehlo.DotDimensionNumbers.get(
-        lhs_batching_dimensions=_ints(dims.get("lhs_batch_dimensions")),
-        rhs_batching_dimensions=_ints(dims.get("rhs_batch_dimensions")),
-        lhs_contracting_dimensions=_ints(dims.get("lhs_contracting_dimensions")),
-        rhs_contracting_dimensions=_ints(dims.get("rhs_contracting_dimensions")))
+    return (_ints(dims.get("lhs_batch_dimensions")), _ints(dims.get("rhs_batch_dimensions")),
+            _ints(dims.get("lhs_contracting_dimensions")), _ints(dims.get("rhs_contracting_dimensions")))
+
+
+def _dimension_numbers(gemm: dict[str, Any]) -> stablehlo.DotDimensionNumbers:
+    lhs_b, rhs_b, lhs_c, rhs_c = _dimension_lists(gemm)
+    return stablehlo.DotDimensionNumbers.get(lhs_batching_dimensions=lhs_b, rhs_batching_dimensions=rhs_b,
+                                             lhs_contracting_dimensions=lhs_c, rhs_contracting_dimensions=rhs_c)
 
 
 def _is_workspace(value: ir.Value) -> bool:
@@ -211,7 +216,8 @@ def _is_workspace(value: ir.Value) -> bool:
 
 
 def _is_fp8(t: ir.Type) -> bool:
-    return str(t).startswith("f8")
+    """An 8-bit float type (every `f8...` type; read without printing the type)."""
+    return isinstance(t, ir.FloatType) and ir.FloatType(t).width == 8
 
 
 def _split_operands(op: ir.Operation, target: str, beta: float, epilogue: Epilogue,
@@ -466,19 +472,17 @@ def _cpu_bytes(t: ir.Type) -> int:
 def _output_dim_sources(spec: _GemmSpec) -> list[tuple[int | None, int | None]]:
     """For each dimension of D (dot_general's order: batch, lhs free, rhs free), the
     dimension of A and of B it comes from (None: not in that operand)."""
-    numbers = _dimension_numbers(spec.gemm)
-    lhs_b, rhs_b = list(numbers.lhs_batching_dimensions), list(numbers.rhs_batching_dimensions)
-    lhs_c, rhs_c = list(numbers.lhs_contracting_dimensions), list(numbers.rhs_contracting_dimensions)
+    lhs_b, rhs_b, lhs_c, rhs_c = _dimension_lists(spec.gemm)
     free_a = [i for i in range(len(builders.shape_of(spec.call.a))) if i not in lhs_b and i not in lhs_c]
     free_b = [i for i in range(len(builders.shape_of(spec.call.b))) if i not in rhs_b and i not in rhs_c]
     return list(zip(lhs_b, rhs_b)) + [(i, None) for i in free_a] + [(None, i) for i in free_b]
 
 
-def _block_plan(spec: _GemmSpec, block_bytes: int) -> tuple[int, int] | None:
-    """(dimension of D, block size) when the GEMM's CPU working set exceeds `block_bytes`:
-    the dimension whose blocking leaves the fewest bytes whole (the larger operand's), in
-    blocks of about `block_bytes`, a multiple of BLOCK_ALIGN (a divisor of the dimension
-    where one is near); None to compute it whole."""
+def _block_plan(spec: _GemmSpec, block_bytes: int) -> tuple[int, int, list[tuple[int | None, int | None]]] | None:
+    """(dimension of D, block size, `_output_dim_sources(spec)`) when the GEMM's CPU
+    working set exceeds `block_bytes`: the dimension whose blocking leaves the fewest
+    bytes whole (the larger operand's), in blocks of about `block_bytes`, a multiple of
+    BLOCK_ALIGN (a divisor of the dimension where one is near); None to compute it whole."""
     a, bm = spec.call.a, spec.call.b
     sizes = {"a": math.prod(builders.shape_of(a)) * _cpu_bytes(builders.element_type_of(a)),
              "b": math.prod(builders.shape_of(bm)) * _cpu_bytes(builders.element_type_of(bm)),
@@ -503,19 +507,20 @@ def _block_plan(spec: _GemmSpec, block_bytes: int) -> tuple[int, int] | None:
     size = max(BLOCK_ALIGN, rows - rows % BLOCK_ALIGN)
     for candidate in range(size, size // 2, -BLOCK_ALIGN):
         if extent % candidate == 0:
-            return dim, candidate
-    return (dim, size) if size < extent else None
+            return dim, candidate, sources
+    return (dim, size, sources) if size < extent else None
 
 
-def _blocked_gemm_values(spec: _GemmSpec, dim: int, size: int) -> list[ir.Value]:
-    """The GEMM in blocks of `size` along D's dimension `dim`: a loop over the whole
-    blocks, then the rows left (fewer than `size`, from a multiple of `size`) as one more
-    block of their own size."""
+def _blocked_gemm_values(spec: _GemmSpec, dim: int, size: int,
+                         sources: list[tuple[int | None, int | None]]) -> list[ir.Value]:
+    """The GEMM in blocks of `size` along D's dimension `dim` (`sources`: those of
+    `_output_dim_sources`): a loop over the whole blocks, then the rows left (fewer than
+    `size`, from a multiple of `size`) as one more block of their own size."""
     i32 = ir.IntegerType.get_signless(32)
     shape = list(spec.d_type.shape)
     extent = shape[dim]
     blocks, tail = divmod(extent, size)
-    in_a, in_b = _output_dim_sources(spec)[dim]
+    in_a, in_b = sources[dim]
     operands = _operand_values(spec)
     roles = list(operands)
     # Per role: the operand dimension that runs along D's `dim` (None: not sliced).
