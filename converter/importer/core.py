@@ -20,7 +20,7 @@ from converter.common.errors import ConverterError
 from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Module, Shape, metadata_source, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
-from converter.mlir.builders import bounded_type, integer_attr
+from converter.mlir.builders import bounded_type, integer_attr, op as build_op
 from converter.importer.registry import PURE, RULES, UNLOCATED, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import make_context, mlir_element_type
@@ -105,6 +105,8 @@ class ModuleImporter:
         self._sources: dict[tuple, ir.Location | None] = {}
         # The same by the metadata's text less its scheduling name (see location).
         self._sources_by_text: dict[str, ir.Location | None] = {}
+        # id(root instruction) -> (instruction, location): see location.
+        self._root_locations: dict[int, tuple[Instruction, ir.Location]] = {}
         # One-element constants' attributes: (element type, dims, dtype, bytes) -> attribute.
         self.splat_constants: dict[tuple, ir.Attribute] = {}
         # Attributes (or attribute dictionaries, or facts of shapes) that rules make once per
@@ -185,6 +187,18 @@ class ModuleImporter:
 
     # ------------------------------------------------------------------ locations
     def location(self, instr: Instruction) -> ir.Location:
+        """The instruction's name at its line:col, fused with its metadata's source.  A
+        computation's root's is made once: a region's return takes it too, and a reducer
+        is imported with every reduce that calls it (the entry holds the instruction: no
+        other takes its id)."""
+        if instr.is_root:
+            known = self._root_locations.get(id(instr))
+            if known is None:
+                known = self._root_locations[id(instr)] = (instr, self._new_location(instr))
+            return known[1]
+        return self._new_location(instr)
+
+    def _new_location(self, instr: Instruction) -> ir.Location:
         loc = _name_location(instr.name, childLoc=_file_location(self.hlo.path, instr.line, instr.col))
         # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
         text = instr.metadata_text
@@ -689,7 +703,7 @@ class RuleContext:
         with ir.InsertionPoint(block):
             results = ComputationImporter(self.module_importer, comp, args).run()
             with self.module_importer.location(comp.root):
-                stablehlo.ReturnOp(results)
+                build_op("stablehlo.return", [], results)
 
     def scalar_region_types(self, comp_name: str) -> list[list[ir.Type]]:
         """Block argument types for a reducer-like computation, from its parameters."""

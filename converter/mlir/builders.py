@@ -246,7 +246,7 @@ def reduce(x: ir.Value, dimensions: Sequence[int], body: str = "add", init: floa
                    [x, scalar_constant(init, et)], {"dimensions": i64_array(sorted(dimensions))}, regions=1)
     block = reduce_op.regions[0].blocks.append(scalar, scalar)
     with ir.InsertionPoint(block):
-        stablehlo.ReturnOp([binary(body, block.arguments[0], block.arguments[1])])
+        op("stablehlo.return", [], [binary(body, block.arguments[0], block.arguments[1])])
     return reduce_op.result
 
 
@@ -257,10 +257,10 @@ def while_loop(init: Sequence[ir.Value], cond, body) -> list[ir.Value]:
     loop = op("stablehlo.while", types, list(init), regions=2)
     cond_block = loop.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
-        stablehlo.ReturnOp([cond(*cond_block.arguments)])
+        op("stablehlo.return", [], [cond(*cond_block.arguments)])
     body_block = loop.regions[1].blocks.append(*types)
     with ir.InsertionPoint(body_block):
-        stablehlo.ReturnOp(list(body(*body_block.arguments)))
+        op("stablehlo.return", [], body(*body_block.arguments))
     return list(loop.results)
 
 
