@@ -188,3 +188,32 @@ def test_texts_with_the_same_key_have_the_same_source():
                     assert metadata_source(texts[i]) == metadata_source(texts[j]), (texts[i], texts[j])
 
     check()
+
+
+def test_a_shared_reducer_s_ops_have_its_instructions_locations_in_every_region():
+    """The root's location is made once per module and reused: each reduce's region holds
+    the reducer's add and return, both at the add instruction's location."""
+    hlo = """HloModule m
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b), metadata={op_name="jit(f)/reduce_sum" source_file="f.py" source_line=2}
+}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  z = f32[] constant(0)
+  r1 = f32[] reduce(x, z), dimensions={0}, to_apply=sum
+  r2 = f32[] reduce(x, z), dimensions={0}, to_apply=sum
+  ROOT t = (f32[], f32[]) tuple(r1, r2)
+}
+"""
+    module = convert_text(hlo, "m.hlo", pipeline="none")
+    body = module.body.operations[0].regions[0].blocks[0]
+    reduces = [op for op in body.operations if op.name == "stablehlo.reduce"]
+    assert len(reduces) == 2
+    want = 'loc(fused["s"("m.hlo":5:3), "jit(f)/reduce_sum"("f.py":2:0)])'
+    for op in reduces:
+        region_ops = list(op.regions[0].blocks[0].operations)
+        assert [o.name for o in region_ops] == ["stablehlo.add", "stablehlo.return"]
+        assert [str(o.location) for o in region_ops] == [want, want]
