@@ -17,7 +17,9 @@ COLLECTIVES = rewrite.COLLECTIVE_OPS
 
 
 def _attrs_key(op: ir.Operation) -> tuple:
-    return tuple(sorted((name, str(op.attributes[name])) for name in op.attributes))
+    """The op's attributes by name.  MLIR makes one attribute (and one type) per distinct
+    value in a context, so equal values are equal objects, compared without printing."""
+    return tuple(sorted(op.attributes.items(), key=lambda item: item[0]))
 
 
 def _block_key(block: ir.Block) -> tuple:
@@ -30,13 +32,13 @@ def _block_key(block: ir.Block) -> tuple:
         operands = tuple(number.get(v, -1) for v in inner.operands)
         for r in inner.results:
             number[r] = len(number)
-        ops.append((inner.name, operands, _attrs_key(inner), tuple(str(r.type) for r in inner.results)))
-    return tuple(str(a.type) for a in block.arguments), tuple(ops)
+        ops.append((inner.name, operands, _attrs_key(inner), tuple(r.type for r in inner.results)))
+    return tuple(a.type for a in block.arguments), tuple(ops)
 
 
 def _key(op: ir.Operation) -> tuple:
     regions = tuple(_block_key(r.blocks[0]) for r in op.regions if len(r.blocks))
-    return (op.name, tuple(op.operands), _attrs_key(op), regions, tuple(str(r.type) for r in op.results))
+    return (op.name, tuple(op.operands), _attrs_key(op), regions, tuple(r.type for r in op.results))
 
 
 @register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)",
