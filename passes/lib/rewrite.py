@@ -80,11 +80,12 @@ class OpIndex:
         if ops is None:
             ops = []
             append = ops.append
+            advance = ir.WalkResult.ADVANCE  # looked up once: the walk calls visit per op
             if keep is None:
                 def visit(op: ir.Operation) -> ir.WalkResult:
                     name = op.name
                     append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-                    return ir.WalkResult.ADVANCE
+                    return advance
             else:
                 # Most ops are of no kind a pass looks for: their names only.
                 self.kinds = keep
@@ -96,7 +97,7 @@ class OpIndex:
                     add(name)
                     if name in keep:
                         append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-                    return ir.WalkResult.ADVANCE
+                    return advance
 
             module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
         self.ops = ops
