@@ -106,19 +106,15 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         opcode = instr.opcode
         p = self.p
         while True:
-            # Metadata (the longest value of most instructions) read once, not scanned
-            # by _RE_ATTR_FLAT first.
             if s.startswith(", metadata={", p):
-                m = _RE_METADATA_ATTR.match(s, p)
-                if m is None or instr.metadata_text is not None:
-                    break  # `attribute` reads it, or reports it given twice
-                instr.metadata_text = m.group(1)
-                p = m.end()
-                continue
-            m = _RE_ATTR_FLAT.match(s, p)
-            if m is None:
-                break
-            key, text = m.groups()
+                # Metadata (the longest value of most instructions) as XLA spaces it: read
+                # by its own pattern at once, not scanned by _RE_ATTR_FLAT first.
+                key = "metadata"
+            else:
+                m = _RE_ATTR_FLAT.match(s, p)
+                if m is None:
+                    break
+                key, text = m.groups()
             if key == "metadata":
                 m = _RE_METADATA_ATTR.match(s, p)
                 if m is None or instr.metadata_text is not None:
