@@ -52,14 +52,8 @@ def import_bitcast(ctx, x):
     lands where; tiling mostly does not, and where it does the bitcast follows the tiles."""
     src, dst = ctx.operand_shape(0), ctx.shape
     # The common case, what the general path below comes to: a reshape (none where the
-    # dims agree), decided once per pair of Shape objects (the entry holds them: no other
-    # takes their ids).
-    cache = ctx.module_importer.attribute_cache
-    key = ("bitcast reshape", id(src), id(dst))
-    known = cache.get(key)
-    if known is None:
-        known = cache[key] = (src, dst, _plain_reshape(src, dst))
-    plain = known[2]
+    # dims agree).
+    plain = _pair_fact(ctx, _plain_reshape, src, dst)
     if plain == "same":
         return x
     if plain == "reshape":  # static shapes: the operand's type is its shape's
@@ -75,7 +69,7 @@ def import_bitcast(ctx, x):
             # f32[]): offset 0 holds index (0, ..., 0) in every layout, tiled or not.
             return builders.reshape(builders.slice_(x, [0] * src.rank, [1] * src.rank), list(dst.dims))
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
-    if src_bits == dst_bits and _tiles_reorder_cached(ctx, src, dst):
+    if src_bits == dst_bits and _pair_fact(ctx, _tiles_reorder, src, dst):
         x = _bitcast_same_width(ctx, x, src, dst)
         return _apply_plan_inverse(_storage_plan(dst), _apply_plan(_storage_plan(src), x, _IR), _IR)
     src_order = _major_to_minor(src)
@@ -93,6 +87,18 @@ def import_bitcast(ctx, x):
     y = builders.transpose(x, src_order)
     y = builders.reshape(y, dst_phys)
     return builders.transpose(y, inverse)
+
+
+def _pair_fact(ctx, fact, src: Shape, dst: Shape):
+    """fact(src, dst), computed once per module for each pair of Shape objects (a dump
+    bitcasts the same shapes in many fusions; _tiles_reorder may compare index arrays).
+    Keyed by the shapes' ids: the entry holds them, so no other object takes those ids."""
+    cache = ctx.module_importer.attribute_cache
+    key = (fact.__name__, id(src), id(dst))
+    known = cache.get(key)
+    if known is None:
+        known = cache[key] = (src, dst, fact(src, dst))
+    return known[2]
 
 
 def _plain_reshape(src: Shape, dst: Shape) -> str | None:
@@ -213,16 +219,6 @@ def _apply_plan_inverse(plan, x, ops):
         else:
             x = ops.slice(x, before)
     return x
-
-
-def _tiles_reorder_cached(ctx, src: Shape, dst: Shape) -> bool:
-    """_tiles_reorder, computed once per module for each pair of shapes (a TPU dump
-    bitcasts the same tiled shapes in many fusions; the check may compare index arrays)."""
-    key = ("bitcast tiles reorder", src, dst)
-    known = ctx.module_importer.attribute_cache.get(key)
-    if known is None:
-        known = ctx.module_importer.attribute_cache[key] = _tiles_reorder(src, dst)
-    return known
 
 
 def _tiles_reorder(src: Shape, dst: Shape) -> bool:
