@@ -288,7 +288,7 @@ class StackFrames:
     the entries; the parser numbers entries by position).  A frame's `parent_frame_id`
     is kept as printed, which is the parent's id **plus one**: XLA prints
     `parent_frame_id() + 1` and subtracts 1 when it parses, so a printed 1 means "no
-    parent" and a printed k means frame k-1 (see `parent`).
+    parent" and a printed k means frame k-1 (see `is_valid`).
     """
 
     file_names: dict[int, str] = field(default_factory=dict)
@@ -298,24 +298,32 @@ class StackFrames:
     # id -> {file_location_id, parent_frame_id (as printed: parent id + 1)}
     frames: dict[int, dict[str, int]] = field(default_factory=dict)
 
-    def parent(self, frame_id: int) -> int:
-        """The id of frame `frame_id`'s caller, 0 when it has none."""
-        frame = self.frames.get(frame_id)
-        if frame is None:
-            return 0
-        return max(frame.get("parent_frame_id", 0) - 1, 0)
+    def is_valid(self, frame_id: int) -> bool:
+        """Whether XLA keeps frame `frame_id` (it drops, from the metadata naming it, a
+        frame any of whose ids names no entry, or whose callers loop): every frame from it
+        to the outermost has its file location, file name and function name, and a
+        printed parent_frame_id of 1 (none) or one more than another frame's id."""
+        seen: set[int] = set()
+        while frame_id not in seen:
+            seen.add(frame_id)
+            frame = self.frames.get(frame_id)
+            loc = self.file_locations.get(frame["file_location_id"]) if frame is not None else None
+            if loc is None or loc["file_name_id"] not in self.file_names \
+                    or loc["function_name_id"] not in self.function_names or frame["parent_frame_id"] < 1:
+                return False
+            frame_id = frame["parent_frame_id"] - 1
+            if frame_id == 0:
+                return True
+        return False  # callers in a loop
 
     def frame(self, frame_id: int) -> tuple[str, str, int, int] | None:
-        """(file, function, line, column) of frame `frame_id` alone."""
-        frame = self.frames.get(frame_id)
-        if frame is None:
+        """(file, function, line, column) of frame `frame_id` alone, None where XLA would
+        drop it (`is_valid`)."""
+        if not self.is_valid(frame_id):
             return None
-        loc = self.file_locations.get(frame.get("file_location_id", 0))
-        if loc is None:
-            return None
-        return (self.file_names.get(loc.get("file_name_id", 0), ""),
-                self.function_names.get(loc.get("function_name_id", 0), ""),
-                loc.get("line", 0), loc.get("column", 0))
+        loc = self.file_locations[self.frames[frame_id]["file_location_id"]]
+        return (self.file_names[loc["file_name_id"]], self.function_names[loc["function_name_id"]],
+                loc["line"], loc["column"])
 
     def location(self, frame_id: int) -> tuple[str, int, int] | None:
         """(file, line, column) of the innermost frame `frame_id`."""

@@ -141,7 +141,10 @@ _RE_COMPLEX_TOKEN = re.compile(r"\(\s*(" + _RE_LITERAL_TOKEN.pattern + r")\s*,\s
 _RE_BRACE_SPLIT = re.compile(r"([{}])")
 _RE_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _RE_SECTION_ENTRY = re.compile(r"[ \t]*(\d+)[ \t]+(\"(?:[^\"\\\n]|\\.)*\"|\{[^{}\n]*\})[ \t]*\n?")
-_RE_SECTION_KV = re.compile(r"(\w+)\s*=\s*(-?\d+)")
+# A stack-frame table field's value: an integer token, not the start of a decimal (`7.`,
+# `7e1`), a `7x2` or a `7_1` (XLA's lexer reads those as other tokens); what may follow
+# it is the next field's name (`7end_line=3` is two fields to XLA too).
+_RE_TABLE_INT = re.compile(r"-?\d++(?![.\d]|[eE][+-]?\d|x\d|_\d)")
 _RE_ENTRY = re.compile(r"ENTRY(?=[\s%/])")
 _RE_EXEC_THREAD = re.compile(_W + r"," + _W + r"execution_thread=" + _W, re.S)
 _RE_SIGNATURE_PARAM = re.compile(r"([A-Za-z_][\w.\-]*):")
