@@ -115,8 +115,11 @@ _RE_INSTR_FAST = re.compile(
     + r")\s+([a-z][a-z0-9\-]*)\("
     r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, (?:/\*index=\d+\*/)?" + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
     r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
-_RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}()\[\]]')
-_RE_CURLY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[{}]')
+# A string, a bracket, or a quote that opens no string (none closes it): an error, as in
+# XLA's lexer, never a character to step over (the braces after it would pair up
+# differently, and a value could swallow the instructions after it).
+_RE_BRACE_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}()\[\]]')
+_RE_CURLY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[{}]')
 _RE_DIM = re.compile(r"\s*(<=\s*\d+|\d+|\?)\s*")
 _RE_GROUPS = re.compile(r"\{\s*((?:\{[\d,\s]*\}\s*,?\s*)*+)\}")
 _RE_GROUP = re.compile(r"\{([\d,\s]*)\}")
@@ -301,6 +304,8 @@ class Cursor:
             tok = m.group(0)
             if tok in pairs:
                 closers.append(pairs[tok])
+            elif tok == '"':
+                raise self._unclosed_string(what, p, m.start())
             elif tok[0] == '"':
                 continue
             elif not closers or tok != closers[-1]:
@@ -312,6 +317,13 @@ class Cursor:
                     return self.s[p : m.end()]
         raise self.error(f"'{closers[-1]}' closing the group opened here", p, "end of file")
 
+    def _unclosed_string(self, what: str, start: int, quote: int) -> HloParseError:
+        """The error for a value whose strings never close: located at the value, since
+        which quote is the odd one cannot be told (quotes pair up to the file's end)."""
+        line, col = self.line_col(quote)
+        return self.error("", start, f"{what}: a quote in it opens a string that never closes "
+                                     f"(the last quote, at {line}:{col}, is left open)")
+
     def braced(self, what: str) -> str:
         """Text of one `{...}` counting only braces and skipping double-quoted strings,
         as XLA's lexer delimits free-form values (backend_config={...}, frontend
@@ -322,6 +334,8 @@ class Cursor:
         depth = 0
         for m in _RE_CURLY_TOKENS.finditer(self.s, p):
             tok = m.group(0)
+            if tok == '"':
+                raise self._unclosed_string(what, p, m.start())
             if tok == "{":
                 depth += 1
             elif tok == "}":

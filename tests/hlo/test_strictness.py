@@ -9,13 +9,16 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from converter.tools.cli import main
 from converter.common.errors import ConverterWarning
 from converter.hlo import attrs
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.mlir.serialize import is_hlo_text
-from tests.hlo.xla_view import xla_module
+from converter.runtime.xla_parser import XlaParseError
+from tests.hlo.xla_view import our_view, xla_module, xla_view
 
 ALL_REDUCE = """HloModule m, num_partitions=2
 
@@ -102,6 +105,36 @@ def test_cli_refuses_a_typo_and_accepts_it_only_when_told(tmp_path, capsys):
     path.write_text(ALL_REDUCE.replace("num_partitions=2", "num_partitions=2, frobnicate_level=9"))
     assert main(["convert", "--allow-unknown-attributes", "-o", str(tmp_path / "out.mlir"), str(path)]) == 0
     assert capsys.readouterr().err.startswith(f"{path}:1:32: warning: unknown attribute 'frobnicate_level'")
+
+
+_BRACED = """HloModule m
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  c = f32[4]{0} custom-call(x), custom_call_target="foo", backend_config=%s
+  ROOT n = f32[4]{0} negate(c), metadata={op_name="q"}
+}
+"""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(['"', '"a"', "{", "}", ":", ",", "1", "[", "]", "\\", "'", " "]), max_size=8))
+def test_a_braced_value_ends_where_xla_s_lexer_ends_it(pieces):
+    """A free-form `{...}` value (backend_config) with its quotes and braces in any
+    number: where XLA's lexer reads it we read the same value and the same instructions
+    after it; where a quote opens a string that never closes (its braces would pair up
+    differently, and the value could swallow the instructions after it: the negate
+    here), both refuse the module."""
+    config = "{" + "".join(pieces) + "}"
+    text = _BRACED % config
+    try:
+        theirs = xla_view(text)
+    except XlaParseError:
+        with pytest.raises(HloParseError):
+            parse_hlo(text, "m.hlo")
+        return
+    module = parse_hlo(text, "m.hlo")
+    assert our_view(module) == theirs
+    assert module.entry.instructions[1].attrs["backend_config"].raw == config
 
 
 # ------------------------------------------------------------ the table vs XLA
