@@ -14,7 +14,6 @@ import numpy as np
 
 from converter.common.errors import ConverterWarning
 from converter.hlo import attrs as hlo_attrs
-from converter.hlo.escapes import c_unescape
 from converter.hlo.lexer import (
     HloParseError,
     _INT64_MAX,
@@ -120,6 +119,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 if m is None or instr.metadata_text is not None:
                     break  # `attribute` reads it, or reports it given twice
                 instr.metadata_text = m.group(1)
+                if "\\" in instr.metadata_text:
+                    self.check_escapes(m.start(1), m.end(1))
                 p = m.end()
                 continue
             if key not in attrs:
@@ -449,7 +450,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             if m is None:
                 raise self.error("a closing quote", p)
             self.p = m.end()
-            text = c_unescape(m.group(1) if m.group(1) is not None else m.group(2))
+            text = self.unescaped(m)
             raw = m.group(0) if m.group(1) is not None else '"' + m.group(2).replace('"', '\\"') + '"'
             try:
                 value = json.loads(text) if text.strip() else {}
@@ -705,6 +706,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         p = self.skip(self.p)
         m = _RE_METADATA.match(self.s, p)
         if m is not None:
+            if "\\" in m.group(1):
+                self.check_escapes(m.start(1), m.end(1))
             self.p = m.end()
             return m.group(1)
         self.p = p

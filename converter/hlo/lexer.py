@@ -12,7 +12,7 @@ import numpy as np
 
 from converter.common.errors import ConverterError
 from converter.hlo import attrs
-from converter.hlo.escapes import c_unescape
+from converter.hlo.escapes import EscapeError, c_unescape
 from converter.hlo.ir import ELEMENT_BITS, Computation, Instruction, Shape
 
 
@@ -115,6 +115,9 @@ _RE_INSTR_FAST = re.compile(
     + r")\s+([a-z][a-z0-9\-]*)\("
     r"(?:(?:(" + _SIMPLE_OPERAND + r"(?:, (?:/\*index=\d+\*/)?" + _SIMPLE_OPERAND + r")*+)?\)|(\d+)\))"
     r"(?:" + _RE_METADATA_ATTR.pattern + r")?(" + _RE_LINE_END.pattern + r")?)?")
+# A backslash before anything but a one-character escape's letter (or a backslash after
+# an escaped one): where a text has none, absl::CUnescape reads every escape in it.
+_RE_UNCOMMON_ESCAPE = re.compile(r"\\[^\"'\\nrt?abfv]")
 # A string, a bracket, or a quote that opens no string (none closes it): an error, as in
 # XLA's lexer, never a character to step over (the braces after it would pair up
 # differently, and a value could swallow the instructions after it).
@@ -287,7 +290,24 @@ class Cursor:
     def string(self) -> str:
         """A string in double or single quotes, unescaped."""
         m = self.regex(_RE_STRING_ANY, "a quoted string")
-        return c_unescape(m.group(1) if m.group(1) is not None else m.group(2))
+        return self.unescaped(m)
+
+    def check_escapes(self, start: int, end: int) -> None:
+        """Every quoted string in the source from `start` to `end` (metadata, read by a
+        pattern that takes any escape) unescapes as XLA's lexer reads it."""
+        if _RE_UNCOMMON_ESCAPE.search(self.s, start, end) is None:
+            return  # one-character escapes only (`\"` in an op_name): each is valid
+        for m in _RE_STRING_ANY.finditer(self.s, start, end):
+            self.unescaped(m)
+
+    def unescaped(self, m: re.Match) -> str:
+        """The string a `_RE_STRING_ANY` match holds; an escape XLA refuses is an error
+        located at it."""
+        body = 1 if m.group(1) is not None else 2
+        try:
+            return c_unescape(m.group(body))
+        except EscapeError as e:
+            raise self.error("", m.start(body) + e.offset, e.message) from None
 
     def key(self, what: str = "an attribute name") -> str:
         """`name=` (one token: no space before the '=')."""

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from converter.hlo import attrs
-from converter.hlo.escapes import c_unescape
+from converter.hlo.escapes import mlir_unescape
 
 
 # ------------------------------------------------------------------ MLIR dictionary
@@ -51,7 +51,7 @@ def parse_mlir_dict(text: str) -> dict[str, Any]:
             return items
         if kind == "str":
             i += 1
-            return c_unescape(tok[1:-1])
+            return mlir_unescape(tok[1:-1])
         if kind == "num":
             i += 1
             v: Any = float(tok) if any(c in tok for c in ".eE") and not tok.startswith("0x") else int(tok, 0)
@@ -104,7 +104,7 @@ def parse_mlir_dict(text: str) -> dict[str, Any]:
         while True:
             kind, key = toks[i]
             if kind == "str":
-                key = c_unescape(key[1:-1])
+                key = mlir_unescape(key[1:-1])
             elif kind != "id":
                 raise ValueError(f"expected a key, found '{key}'")
             i += 1

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from converter.hlo import attrs as hlo_attrs
-from converter.hlo.escapes import c_unescape
+from converter.hlo.escapes import EscapeError, c_unescape
 from converter.hlo.shape_inference import (
     CHECKED_SHAPES as _CHECKED_SHAPES,
     SAME_DIMS as _SAME_DIMS,
@@ -189,7 +189,10 @@ class _Parser(AttributeGrammar):
             if section in ("FileNames", "FunctionNames"):
                 if not value.startswith('"'):
                     raise self.error("a quoted name", value_pos)
-                names[key] = c_unescape(value[1:-1])
+                try:
+                    names[key] = c_unescape(value[1:-1])
+                except EscapeError as e:
+                    raise self.error("", value_pos + 1 + e.offset, e.message) from None
             else:
                 if not value.startswith("{"):
                     raise self.error("'{'", value_pos)
@@ -511,6 +514,8 @@ class _Parser(AttributeGrammar):
                         operands = [x[x.index("/", 2) + 1:] if x[0] == "/" else x for x in operands]
                     instr.operands = operands
                 instr.metadata_text = metadata
+                if metadata is not None and "\\" in metadata:
+                    self.check_escapes(fast.start(8), fast.end(8))
                 self.p = end
                 if line_end is not None:
                     return instr
