@@ -35,8 +35,11 @@ from converter.hlo.lexer import (
     _RE_JSON_OBJECT_START,
     _RE_LINE_END,
     _RE_LITERAL_TOKEN,
+    _RE_KEY,
     _RE_METADATA,
     _RE_METADATA_ATTR,
+    METADATA_ATTRS,
+    OLDER_METADATA_ATTRS,
     _RE_NAME,
     _RE_OUT_ALIAS,
     _RE_PADDING,
@@ -90,6 +93,21 @@ def conv_dim_labels(text: str) -> hlo_attrs.ConvDimLabels:
         raise ValueError(f"dim_labels '{text}' disagree on the number of spatial dimensions")
     return hlo_attrs.ConvDimLabels(lhs.index("b"), lhs.index("f"), ls, rhs.index("i"), rhs.index("o"), rs,
                            out.index("b"), out.index("f"), os_, text)
+
+
+# The values of metadata attributes as XLA's parser reads them (`checked_metadata`).
+_METADATA_VALUE = {
+    "string": _RE_STRING_ANY,
+    "int": re.compile(r"-?\d+"),
+    "bool": re.compile(r"(?:true|false)(?![\w.\-])"),
+    "profile": re.compile(r"\{" + _W + r"(?:[0-3](?:" + _W + r"," + _W + r"[0-3])*+)?" + _W + r"\}", re.S),
+    # An attribute XLA does not know, kept (allow_unknown_attributes) in a form that
+    # parse_metadata reads as one value: quoted, flat braces or a bare word.
+    "unknown": re.compile(_RE_STRING_ANY.pattern + r'|\{[^{}]*\}|[^\s"\'{},]+', re.S),
+}
+_METADATA_EXPECTED = {"string": "a quoted string", "int": "an integer", "bool": "true or false",
+                      "profile": "`{...}` of ProfileType numbers (0 to 3)",
+                      "unknown": "a quoted string, `{...}` or a word"}
 
 
 class AttributeGrammar(ShapeGrammar, ShardingGrammar):
@@ -202,10 +220,12 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
                 f"a module has at least one {what}" if value < 1 else "more than an int64 counts"))
         return value
 
-    def unknown_attribute(self, key: str, pos: int, opcode: str | None, allowed: frozenset[str] | None) -> None:
+    def unknown_attribute(self, key: str, pos: int, opcode: str | None, allowed: frozenset[str] | None,
+                          where: str | None = None) -> None:
         """An attribute XLA's parser would reject here: an error naming the closest known
-        name, or (allow_unknown_attributes) a warning, the value then kept as raw text."""
-        what = f"for {opcode}" if opcode else "for the module header"
+        name, or (allow_unknown_attributes) a warning, the value then kept as raw text.
+        `where` names the place when it is neither an opcode nor the module header."""
+        what = where or (f"for {opcode}" if opcode else "for the module header")
         known = hlo_attrs.INSTRUCTION_ATTRS.keys() | {"metadata"} if allowed is None else allowed
         if opcode is not None and key in hlo_attrs.INSTRUCTION_ATTRS:
             message = f"attribute '{key}' does not apply to {opcode}"
@@ -214,7 +234,7 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         line, col = self.line_col(pos)
         if self.allow_unknown_attributes:
             text = f"{self.path}:{line}:{col}: warning: {message}; kept as raw text, not interpreted"
-            if self.warnings.once(f"{opcode}:{key}", text):
+            if self.warnings.once(f"{where or opcode}:{key}", text):
                 warnings.warn(text, ConverterWarning, stacklevel=2)
             return
         close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
@@ -711,8 +731,46 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             self.p = m.end()
             return m.group(1)
         self.p = p
-        text = self.balanced("metadata '{op_name=\"...\" ...}'")
-        return text[1:-1]
+        return self.checked_metadata()
+
+    def checked_metadata(self) -> str:
+        """Metadata in any form XLA's parser reads, checked item by item as it does: a
+        known attribute (METADATA_ATTRS), once, with its kind of value; whitespace,
+        comments and one ',' before an item allowed.  Returns the items joined by single
+        spaces (no comment left for `parse_metadata` to find pairs in)."""
+        self.expect("{")
+        s = self.s
+        items: list[str] = []
+        seen: set[str] = set()
+        while True:
+            p = self.skip(self.p)
+            if s.startswith("}", p):
+                self.p = p + 1
+                return " ".join(items)
+            comma = s.startswith(",", p)
+            if comma:  # XLA's reading: a ',' may stand before an item, and an item must follow
+                p = self.skip(p + 1)
+            m = _RE_KEY.match(s, p)
+            if m is None:
+                raise self.error("a metadata attribute `key=value`" + ("" if comma else " or '}'"), p)
+            key = m.group(1)
+            kind = METADATA_ATTRS.get(key) or OLDER_METADATA_ATTRS.get(key)
+            if kind is None:  # an error, or (allow_unknown_attributes) a warning
+                self.unknown_attribute(key, p, None, frozenset(METADATA_ATTRS), "in metadata")
+                kind = "unknown"
+            if key in seen:
+                raise self.error("", p, f"metadata attribute '{key}' given twice")
+            seen.add(key)
+            q = self.skip(m.end())
+            value = _METADATA_VALUE[kind].match(s, q)
+            if value is None:
+                raise self.error(_METADATA_EXPECTED[kind], q)
+            if kind == "string" or (kind == "unknown" and value.group(0)[0] in "\"'"):
+                self.unescaped(value)
+            elif kind == "int" and not -(1 << 31) <= int(value.group(0)) < 1 << 31:
+                raise self.error("", q, f"metadata attribute '{key}' out of int32's range")
+            items.append(f"{key}={value.group(0)}")
+            self.p = value.end()
 
     VALUE_PARSERS: dict[str, Callable[["AttributeGrammar"], Any]] = {
         hlo_attrs.INT: v_int, hlo_attrs.FLOAT: v_float, hlo_attrs.BOOL: v_bool, hlo_attrs.IDENT: v_ident, hlo_attrs.STRING: v_string,

@@ -99,10 +99,27 @@ _RE_INT_LIST = re.compile(r"\{" + _W + r"((?:-?\d+(?:" + _W + r"," + _W + r"-?\d
 # A quoted string as an unrolled loop (runs of plain characters, then one escape): the
 # same strings as `"(?:[^"\\\n]|\\.)*"`, a few times faster in `re`.
 _QUOTED_LINE = r'"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"'
-_METADATA_VALUE = _QUOTED_LINE + r'|[^\s"\'{}]++'
-# Possessive inside too: each piece is followed by what it cannot match, so giving
-# characters back never finds another match (the same texts, read faster).
-_RE_METADATA = re.compile(r"\{((?:\s*+[A-Za-z_]\w*+=(?:" + _METADATA_VALUE + r"))*+)\s*\}")
+# The attributes of `metadata={...}` that XLA's parser reads (jaxlib 0.10 to 0.12 refuse
+# any other, and a repeated one), in the order XLA prints them, with the kind of value
+# each takes: a string, an int32, or `{...}` of ProfileType numbers (0 to 3).
+METADATA_ATTRS = {
+    "op_type": "string", "op_name": "string", "source_file": "string", "source_line": "int",
+    "source_end_line": "int", "source_column": "int", "source_end_column": "int",
+    "profile_type": "profile", "deduplicated_name": "string", "scheduling_name": "string",
+    "stack_frame_id": "int", "metadata_payload": "string",
+}
+# Read too, though jaxlib 0.10 to 0.12 refuse them: what older XLA printed.
+OLDER_METADATA_ATTRS = {"preserve_layout": "bool"}
+# Metadata as XLA prints it, read by one pattern: each attribute at most once, in XLA's
+# order, double-quoted strings on one line, ints of up to 9 digits (inside int32).  Any
+# other text (another order, single quotes, a comment, a longer int, a typo) is read
+# and checked item by item by `AttributeGrammar.metadata_text`.  Possessive throughout:
+# each piece is followed by what it cannot match, so no backtracking.
+_METADATA_FAST_VALUE = {"string": _QUOTED_LINE, "int": r"-?\d{1,9}+(?![\w.])",
+                        "profile": r"\{(?:[0-3](?:,[0-3])*+)?\}"}
+_RE_METADATA = re.compile(r"\{(" + "".join(
+    r"(?:\s*+" + key + "=" + _METADATA_FAST_VALUE[kind] + r")?+" for key, kind in METADATA_ATTRS.items())
+    + r")\s*+\}")
 # `, metadata={...}` exactly as `_RE_ATTR_FAST` then `metadata_text` read it.
 _RE_METADATA_ATTR = re.compile(r"[ \t]*,[ \t]*metadata=" + _RE_METADATA.pattern)
 # The whole of the most common instruction in one match: the head, an array shape (or a

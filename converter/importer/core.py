@@ -35,11 +35,12 @@ _name_location, _file_location, _fused_location = ir.Location.name, ir.Location.
 def _source_key(metadata_text: str) -> str:
     """The metadata's text less its scheduling name, in which the instructions of one
     source differ: two texts with the same key have the same op_name, source file and
-    line and stack frame.  Only in a text without escapes or single quotes, where a
+    line and stack frame.  The text is `key=value` items (the parser refuses anything
+    else, as XLA's does).  Only in a text without escapes or single quotes, where a
     double quote opens or closes a value: the first `scheduling_name="` at the text's
-    start or after whitespace with an even number of quotes before it is that item
-    (outside every quoted value; within a braced one it is part of that value), and its
-    value ends at the next quote.  Any other text is its own key."""
+    start or after whitespace (not the end of a longer key, which allow_unknown_attributes
+    keeps) with an even number of quotes before it (outside every quoted value) is that
+    item, and its value ends at the next quote.  Any other text is its own key."""
     start = metadata_text.find('scheduling_name="')
     if start < 0 or "\\" in metadata_text or "'" in metadata_text or \
             (start and not metadata_text[start - 1].isspace()) or metadata_text.count('"', 0, start) & 1:

@@ -15,6 +15,10 @@ from hypothesis import strategies as st
 
 from converter.hlo.escapes import EscapeError
 from converter.hlo.ir import Raw, _RE_METADATA_ANY_KV, metadata_source, parse_metadata
+from converter.hlo.lexer import METADATA_ATTRS
+from converter.hlo.parser import HloParseError, parse_hlo
+from converter.hlo.proto.schema import message_class
+from converter.runtime.xla_parser import XlaParseError, xla_parse
 
 PLAIN = re.compile(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 
@@ -71,3 +75,88 @@ def test_superscript_digits_are_no_line_number():
     md = parse_metadata("source_line=\u00b2 stack_frame_id=\u0663 n=\u00b2")
     assert (md.source_line, md.stack_frame_id) == (0, 3)
     assert md.extra == {"source_line": Raw("\u00b2"), "n": Raw("\u00b2")}
+
+
+# ------------------------------------------------------- against XLA's own parser
+# Metadata as written by hand or by any XLA: the attributes XLA knows, two misspelt, values
+# of the right and wrong kinds (escapes, newlines and both quote styles in strings; ints
+# beyond int32, with '+', leading zeros or a point; ProfileType lists in and out of range),
+# and separators XLA's reader takes or refuses (commas, comments, nothing).
+_XLA_STRING = st.lists(st.sampled_from(["a", " ", "é", "\\\"", "\\n", "\n", "'", "\\\\", "\\x41", "{", "="]),
+                       max_size=4).map("".join)
+_XLA_VALUES = {
+    "string": st.one_of(_XLA_STRING.map(lambda v: f'"{v}"'),
+                        _XLA_STRING.map(lambda v: "'" + v.replace("'", "\\'") + "'"),
+                        st.sampled_from(["a", "3", "{}"])),
+    "int": st.one_of(st.integers(-(1 << 31), (1 << 31) - 1).map(str),
+                     st.sampled_from(["0", "007", "-0", "2147483648", "-2147483649", "99999999999", "+3", "3.0",
+                                      '"3"', "x", "1e3"])),
+    "profile": st.sampled_from(["{}", "{1,3}", "{ 1 , 2 }", "{0}", "{4}", "{-1}", "{1 2}", "{1,}", "1"]),
+    "frame": st.sampled_from(["0", "1", "2"]),
+}
+_XLA_KINDS = {**{k: ("frame" if k == "stack_frame_id" else kind) for k, kind in METADATA_ATTRS.items()},
+              "op_nmae": "string", "sourceline": "int"}
+_XLA_SEPARATORS = st.sampled_from([" ", " ", "  ", "", ",", " , ", ",,", "\n  ", " /* c */ "])
+_XLA_METADATA = st.lists(st.sampled_from(sorted(_XLA_KINDS)), max_size=5).flatmap(
+    lambda keys: st.tuples(*(st.tuples(_XLA_SEPARATORS, _XLA_VALUES[_XLA_KINDS[k]].map(lambda v, k=k: f"{k}={v}"))
+                             for k in keys))).map(lambda items: "{" + "".join(s + i for s, i in items) + " }")
+_XLA_MODULE = """HloModule m
+
+FileNames
+1 "f.py"
+
+FunctionNames
+1 "fn"
+
+FileLocations
+1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=5 end_column=9}
+2 {file_name_id=1 function_name_id=1 line=8 end_line=8 column=1 end_column=2}
+
+StackFrames
+1 {file_location_id=1 parent_frame_id=1}
+2 {file_location_id=2 parent_frame_id=2}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  ROOT e = f32[4]{0} exponential(x), metadata=%s
+}
+"""
+
+
+def _int_value(value) -> int:
+    """An int-valued item as parse_metadata keeps it (an int, or a Raw of a negative)."""
+    return int(value.text) if isinstance(value, Raw) else int(value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_XLA_METADATA)
+def test_metadata_is_read_and_refused_as_xla_s_parser_does(metadata):
+    """XLA's parser (jaxlib, in its worker process) is the oracle: it refuses exactly the
+    texts ours refuses (each a located error), and where it reads one, the fields in its
+    HloModuleProto are those of our record (a line or frame id below 1 is none in ours:
+    no location can be made of it)."""
+    text = _XLA_MODULE % metadata
+    try:
+        theirs = xla_parse(text)
+    except XlaParseError:
+        with pytest.raises(HloParseError) as e:
+            parse_hlo(text, "m.hlo")
+        assert e.value.line >= 19, e.value  # at the metadata, not before
+        return
+    module = parse_hlo(text, "m.hlo")
+    ours = module.entry.root.metadata
+    proto = message_class("HloModuleProto")()
+    proto.ParseFromString(theirs.proto)
+    entry = next(c for c in proto.computations if c.name == proto.entry_computation_name)
+    xla = next(i for i in entry.instructions if i.id == entry.root_id).metadata
+    assert (ours.op_type, ours.op_name, ours.source_file) == (xla.op_type, xla.op_name, xla.source_file)
+    assert (ours.source_line, ours.stack_frame_id) == (max(xla.source_line, 0), max(xla.stack_frame_id, 0))
+    assert metadata_source(module.entry.root.metadata_text) == (
+        ours.stack_frame_id, ours.source_file, ours.source_line, ours.op_name)
+    extra = ours.extra
+    for key in ("deduplicated_name", "scheduling_name"):
+        assert extra.get(key, "") == getattr(xla, key)
+    for key in ("source_end_line", "source_column", "source_end_column"):
+        assert _int_value(extra.get(key, 0)) == getattr(xla, key)
+    profile = extra["profile_type"].text.strip("{} ") if "profile_type" in extra else ""
+    assert [int(v) for v in profile.split(",") if v.strip()] == list(xla.profile_type)

@@ -107,6 +107,47 @@ def test_cli_refuses_a_typo_and_accepts_it_only_when_told(tmp_path, capsys):
     assert capsys.readouterr().err.startswith(f"{path}:1:32: warning: unknown attribute 'frobnicate_level'")
 
 
+# Metadata: what XLA's metadata reader lists as its attributes, each once, with its kind of
+# value (a misspelt or repeated item would otherwise leave the source location it names out
+# or change it).  (text, the error, the column it points at).
+_METADATA_CASES = [
+    ('op_nmae="jit(f)/add"', "unknown attribute 'op_nmae' in metadata; did you mean 'op_name'?", 42),
+    ('op_name="a" source_lin=3', "unknown attribute 'source_lin' in metadata; did you mean 'source_line'?", 54),
+    ('op_name="a" op_name="b"', "metadata attribute 'op_name' given twice", 54),
+    ('source_line="3"', "expected an integer, found '\"3\"'", 54),
+    ('op_name=add', "expected a quoted string, found 'add'", 50),
+    ('stack_frame_id=2147483648', "metadata attribute 'stack_frame_id' out of int32's range", 57),
+    ('"op_name=" scheduling_name=""', "expected a metadata attribute `key=value` or '}', found '\"op_name'", 42),
+    ('op_name="a",', "expected a metadata attribute `key=value`, found '}'", 54),
+    ('op_name="\\x41a"', "value of \\x41a exceeds 0xff", 51),
+]
+
+
+@pytest.mark.parametrize("items,message,col", _METADATA_CASES)
+def test_metadata_xla_refuses_is_a_located_error(items, message, col):
+    text = ALL_REDUCE.replace("ROOT %a = f32[] add(%x, %y)", f"ROOT %a = f32[] add(%x, %y), metadata={{{items}}}")
+    with pytest.raises(Exception, match="INVALID_ARGUMENT"):
+        xla_module(text)
+    with pytest.raises(HloParseError) as e:
+        parse_hlo(text, "m.hlo")
+    assert (e.value.line, e.value.col) == (6, col)
+    assert message in str(e.value)
+
+
+def test_unknown_metadata_items_are_kept_only_when_told():
+    """allow_unknown_attributes keeps an item XLA does not know (a newer XLA's) and warns
+    once per name; the items XLA knows are read as before."""
+    text = ALL_REDUCE.replace("ROOT %a = f32[] add(%x, %y)",
+                              'ROOT %a = f32[] add(%x, %y), metadata={op_name="a" future_id=7 source_line=3}')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = parse_hlo(text, "m.hlo", allow_unknown_attributes=True)
+    assert [str(w.message) for w in caught] == [
+        "m.hlo:6:54: warning: unknown attribute 'future_id' in metadata; kept as raw text, not interpreted"]
+    md = module.computation("add").root.metadata
+    assert (md.op_name, md.source_line, md.extra) == ("a", 3, {"future_id": 7})
+
+
 _BRACED = """HloModule m
 ENTRY main {
   x = f32[4]{0} parameter(0)
