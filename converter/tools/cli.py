@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("convert", help="HLO text → StableHLO (.mlir, bytecode or portable artifact)")
     p.add_argument("dump", help="HLO text dump")
-    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("-o", "--output", help="output file (default, or '-': stdout)")
     p.add_argument("--emit", choices=["mlir", "bytecode", "portable"], default="mlir")
     p.add_argument("--target-version", help="StableHLO version of a portable artifact (default: what consumers of the last 12 weeks read)")
     p.add_argument("--no-debug-info", action="store_true", help="print without locations")
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
     p.add_argument("input")
-    p.add_argument("-o", "--output")
+    p.add_argument("-o", "--output", help="output file (default, or '-': stdout)")
     add_unknown_attributes_arg(p)
 
     p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
@@ -138,7 +138,7 @@ def cmd_convert(args) -> int:
                           print_ir_after_all=sys.stderr if args.print_ir_after_all else None)
     _warn_elided(module)
     data = module_to_bytes(module, args.emit, debug_info=not args.no_debug_info, target_version=args.target_version)
-    if args.output:
+    if args.output and args.output != "-":
         write_atomic(args.output, data)
     elif isinstance(data, bytes):
         sys.stdout.buffer.write(data)
@@ -225,7 +225,7 @@ def cmd_export(args) -> int:
     # A StableHLO file is exported as it is; a dump is converted first.
     text = export_hlo_text(convert_file(args.input, mlir_pipeline="none",
                                         allow_unknown_attributes=args.allow_unknown_attributes))
-    if args.output:
+    if args.output and args.output != "-":
         write_atomic(args.output, text)
     else:
         sys.stdout.write(text)

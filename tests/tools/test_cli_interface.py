@@ -165,3 +165,13 @@ def test_broken_pipe_and_usage_errors():
     assert r.returncode == 2 and "unknown pass 'no-such-pass'" in r.stderr
     r = cli("memory", "samples/tpu_spmd_mlp_async_collective_fusion.buffer_assignment.txt", "--plot", "x.gif")
     assert r.returncode == 2 and "must end in .png" in r.stderr
+
+
+def test_output_dash_is_standard_output(tmp_path):
+    """`-o -` writes to stdout, as with no -o (not to a file named '-'), for convert and
+    export alike."""
+    for args in (["convert", LOOP], ["export", LOOP]):
+        plain, dash = cli(*args), cli(*args, "-o", "-")
+        assert plain.returncode == dash.returncode == 0, dash.stderr
+        assert dash.stdout == plain.stdout and ("module @" in dash.stdout or "HloModule" in dash.stdout)
+    assert not os.path.exists(os.path.join(ROOT, "-"))
