@@ -206,7 +206,27 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         if key == "parameter_replication" and instr.opcode != "parameter":
             raise self.error("", m.start(1), "parameter_replication= is for parameters only")
         attrs[key] = self.typed_value(kind, key)
+        enum = hlo_attrs.enum_values(key, instr.opcode)
+        if enum is not None:
+            attrs[key] = self.enum_value(key, attrs[key], enum, m.end())
         return kind
+
+    def enum_value(self, key: str, value: str | list[str], enum: tuple[tuple[str, ...], bool],
+                   pos: int) -> str | list[str]:
+        """`value` (or each of a list) as XLA spells it, where XLA takes it; else an error
+        naming the values it takes (the closest first)."""
+        values, any_case = enum
+        spelled = {v.upper(): v for v in values} if any_case else {v: v for v in values}
+        out = []
+        for item in value if isinstance(value, list) else [value]:
+            canonical = spelled.get(item.upper() if any_case else item)
+            if canonical is None:
+                close = difflib.get_close_matches(item, values, n=1, cutoff=0.5)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise self.error("", self.s.find(item, pos), f"'{item}' is not a value of {key} "
+                                 f"(XLA takes {', '.join(values)}){hint}")
+            out.append(canonical)
+        return out if isinstance(value, list) else out[0]
 
     def module_attr(self, key: str, pos: int) -> Any:
         kind = hlo_attrs.MODULE_ATTRS.get(key)

@@ -401,6 +401,45 @@ INSTRUCTION_ATTRS: dict[str, str] = {
     "sparsity_config": OPERAND_CONFIGS, "block_scaling_config": OPERAND_CONFIGS,
 }
 
+# The values of enum attributes, as XLA's parser takes them (jaxlib 0.10 to 0.12 take the
+# same; tests/hlo/test_enums.py probes every one) and spelled as XLA prints them.  Where
+# the flag is True XLA takes any case (it looks the value up in upper case), and the
+# parser writes the value as printed; elsewhere the case must match.  Anything else is
+# an error as in XLA: `direction=LTE` had reached MLIR and aborted the process.
+# API_VERSION_UNSPECIFIED, which jaxlib refuses, is what torch-xla's Neuron backend prints.
+DOT_ALGORITHMS = (
+    "unset", "dot_any_f8_any_f8_f32", "dot_any_f8_any_f8_f32_fast_accum", "dot_f16_f16_f16", "dot_f16_f16_f32",
+    "dot_bf16_bf16_bf16", "dot_bf16_bf16_f32", "dot_bf16_bf16_f32_x3", "dot_bf16_bf16_f32_x6",
+    "dot_bf16_bf16_f32_x9", "dot_tf32_tf32_f32", "dot_tf32_tf32_f32_x3", "dot_f32_f32_f32", "dot_f64_f64_f64",
+)
+RNG_ALGORITHMS = ("rng_default", "rng_three_fry", "rng_philox")
+_CONVOLUTION_KINDS = (("fprop", "wgrad", "dgrad"), False)
+ENUMS: dict[str, tuple[tuple[str, ...], bool]] = {
+    "kind": (("kLoop", "kInput", "kOutput", "kCustom"), False),
+    "direction": (("EQ", "NE", "GE", "GT", "LE", "LT"), False),
+    "type": (("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"), False),
+    "order": (("TOTAL", "PARTIAL"), False),
+    "distribution": (("rng_uniform", "rng_normal", "rng_invalid"), True),
+    "fft_type": (("FFT", "IFFT", "RFFT", "IRFFT"), False),
+    "padding_type": (("PADDING_INVALID", "PADDING_VALID", "PADDING_SAME"), False),
+    "api_version": (("API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+                     "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"), True),
+    "schedule": (("SCHEDULE_NONE", "SCHEDULE_LATEST", "SCHEDULE_EARLIEST"), True),
+    "transpose_a": (("TRANSPOSE_INVALID", "NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"), False),
+    "mode": (("cross_replica", "cross_partition", "cross_replica_and_partition", "flattened_id"), False),
+    "convolution_kind": _CONVOLUTION_KINDS,
+    "conv_kind": _CONVOLUTION_KINDS,
+    "operand_precision": (("default", "high", "highest"), True),
+}
+
+
+def enum_values(key: str, opcode: str) -> tuple[tuple[str, ...], bool] | None:
+    """The values `key` takes on `opcode` and whether in any case (None: no enum)."""
+    if key == "algorithm":
+        return (RNG_ALGORITHMS if opcode == "rng-bit-generator" else DOT_ALGORITHMS), True
+    return ENUMS.get(key)
+
+
 # Which attributes each opcode takes, as XLA's parser declares them (hlo_parser.cc:
 # ParseInstructionRhs adds COMMON_ATTRS to every opcode, CreateInstruction the rest),
 # plus the few that newer XLA prints (collective-reduce, collective-broadcast's
