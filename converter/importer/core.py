@@ -8,6 +8,7 @@ found through the table in `converter.importer.registry`.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -51,6 +52,16 @@ def _source_key(metadata_text: str) -> str:
     if end == len(metadata_text) - 1:  # the last item, as XLA prints it: one slice
         return metadata_text[:start]
     return metadata_text[:start] + metadata_text[end + 1 :]
+
+
+def _no_rule_message(opcode: str) -> str:
+    """What to say of an opcode no rule reads.  One XLA knows is named as such; one it
+    does not (its parser refuses it, ours reads any) is most likely a misspelling of the
+    nearest opcode."""
+    if hlo_attrs.attributes_of(opcode) is not None:
+        return f"no import rule for opcode '{opcode}' (an XLA opcode this importer does not read)"
+    close = difflib.get_close_matches(opcode, sorted(hlo_attrs.OPCODE_ATTRS), n=1, cutoff=0.7)
+    return f"'{opcode}' is no XLA opcode" + (f"; did you mean '{close[0]}'?" if close else "")
 
 
 class HloImportError(ConverterError):
@@ -464,7 +475,7 @@ class ComputationImporter:
                 continue
             rule = rules_get(opcode) or find_rule(opcode)
             if rule is None:
-                raise module_importer.error(f"no import rule for opcode '{opcode}'", instr)
+                raise module_importer.error(_no_rule_message(opcode), instr)
             operands: list[Any] = []
             shapes: list[Shape] = []
             for name in instr.operands:
