@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from jaxlib.mlir import ir
 
@@ -53,6 +57,42 @@ class Kernel:
         return list(self.func.regions[0].blocks[0].arguments)
 
 
+# Parses kernel bytecode as read_kernel does, in a process of its own: exit 0 when it
+# parses, 3 with MLIR's first line when it does not.
+_PARSE_CHILD = """
+import sys
+from jaxlib.mlir import ir
+from jaxlib.mlir._mlir_libs import _tpu_ext
+context = ir.Context()
+_tpu_ext.register_dialect(context)
+context.allow_unregistered_dialects = True
+with context, ir.Location.unknown():
+    try:
+        ir.Module.parse(sys.stdin.buffer.read())
+    except Exception as e:
+        sys.stdout.write((str(e).splitlines() or [type(e).__name__])[0])
+        sys.exit(3)
+"""
+
+
+@lru_cache(maxsize=64)
+def _bytecode_verdict(data: bytes) -> str | None:
+    """None when jaxlib's MLIR parses the kernel bytecode, else why not.  Tried in a
+    child process first: on bytecode whose strings are not UTF-8 (a corrupted body), the
+    diagnostic jaxlib makes of them throws inside nanobind and aborts the process
+    (`terminate called ... str_from_cstr_and_size(): conversion error`), which no
+    exception handler here could catch."""
+    child = subprocess.run([sys.executable, "-c", _PARSE_CHILD], input=data, capture_output=True, timeout=300)
+    if child.returncode == 0:
+        return None
+    if child.returncode == 3:
+        return f"the kernel body does not parse as Mosaic IR: {child.stdout.decode('utf-8', 'replace')}"
+    how = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
+           else f"exit status {child.returncode}")
+    last = (child.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1].strip()
+    return f"the kernel body is corrupt: reading it ends jaxlib's MLIR parser ({how}{': ' + last if last else ''})"
+
+
 def _serde_registered() -> None:
     import jax._src.tpu_custom_call  # noqa: F401  (registers the mosaic-serde pass)
 
@@ -73,6 +113,9 @@ def read_kernel(config: dict) -> Kernel:
         data = base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
         raise KernelError("custom_call_config.body is not base64") from None
+    verdict = _bytecode_verdict(data)
+    if verdict is not None:
+        raise KernelError(verdict)
     _serde_registered()
     context = ir.Context()
     _tpu_ext.register_dialect(context)

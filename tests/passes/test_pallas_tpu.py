@@ -158,3 +158,43 @@ def test_remote_dma_kernel_is_refused():
     """jax's all_gather kernel (remote DMAs around a ring of devices) is refused by name."""
     with pytest.raises(ConverterError, match=r"tpu_custom_call.*communicates with other devices"):
         convert_text(_dump("remote_all_gather"), "remote_all_gather.hlo")
+
+
+def _with_body(text: str, body: bytes) -> str:
+    """The dump with its tpu_custom_call's kernel body replaced by `body`."""
+    line = next(line for line in text.splitlines() if "tpu_custom_call" in line and "backend_config=" in line)
+    config = json.loads(line[line.index("backend_config=") + len("backend_config="):])
+    config["custom_call_config"]["body"] = base64.b64encode(body).decode()
+    return text.replace(line, line[:line.index("backend_config=") + len("backend_config=")]
+                        + json.dumps(config, separators=(",", ":")))
+
+
+def test_a_corrupt_kernel_body_is_a_located_error_not_an_abort(tmp_path):
+    """A kernel body whose bytecode strings are not UTF-8 makes jaxlib's MLIR parser abort
+    the process (its diagnostic throws inside nanobind).  The body is tried in a child
+    process first: the conversion ends with a located error (exit 1), not a crash; a body
+    that merely does not parse is MLIR's own message."""
+    import subprocess
+    import sys
+
+    text = _dump("smem_counter")
+    original = base64.b64decode(re.search(r'"body":"([^"]*)"', text).group(1))
+    # Past the magic and version: a producer string that is not UTF-8, then no sections
+    # (the diagnostic for those names the producer).
+    corrupt = original[:5] + b"MLIR\xff\xfe\x00" + b"\xff" * 40
+    probe = subprocess.run([sys.executable, "-c", "import sys\nfrom jaxlib.mlir import ir\n"
+                            "from jaxlib.mlir._mlir_libs import _tpu_ext\nc = ir.Context()\n"
+                            "_tpu_ext.register_dialect(c)\nc.allow_unregistered_dialects = True\n"
+                            "with c, ir.Location.unknown():\n    try:\n        ir.Module.parse(sys.stdin.buffer.read())\n"
+                            "    except Exception:\n        pass\n"], input=corrupt, capture_output=True)
+    assert probe.returncode < 0, "this jaxlib no longer aborts on it: the test no longer tests the guard"
+    path = tmp_path / "corrupt.hlo"
+    path.write_text(_with_body(text, corrupt))
+    out = subprocess.run([sys.executable, "-m", "converter", "convert", str(path), "-o", str(tmp_path / "c.mlir")],
+                         capture_output=True, text=True)
+    line_no = next(i for i, line in enumerate(path.read_text().splitlines(), 1) if "tpu_custom_call" in line)
+    assert out.returncode == 1, out.stderr
+    assert f"corrupt.hlo:{line_no}:3: error: %" in out.stderr and "the kernel body is corrupt" in out.stderr
+    assert "Traceback" not in out.stderr
+    with pytest.raises(ConverterError, match="the kernel body does not parse as Mosaic IR"):
+        convert_text(_with_body(text, original[:5] + b"not bytecode at all"), "garbled.hlo")
