@@ -47,14 +47,14 @@ def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
             continue
         if target in cpu_runtime_targets():
             if options.strict_portable:
-                unknown.append(f"{rewrite.location_text(op)}: custom-call '{target}' runs only on jaxlib's CPU "
+                unknown.append(f"{rewrite.error_location(op)}: custom-call '{target}' runs only on jaxlib's CPU "
                                "runtime (--strict-portable)")
             else:
                 # A bool, not a unit attribute: portable artifacts (VHLO) cannot hold those.
                 op.attributes["hlo.cpu_only"] = ir.BoolAttr.get(True)
                 marked = True
             continue
-        unknown.append(f"{rewrite.location_text(op)}: custom-call '{target}' has no portable rewrite")
+        unknown.append(f"{rewrite.error_location(op)}: custom-call '{target}' has no portable rewrite")
     if unknown:
         raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
                         + "\nkeep a target as it is with --allow-custom-call TARGET, or give it a CPU meaning with "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 
 import json
+import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -226,19 +227,25 @@ def backend_config(op: ir.Operation) -> dict[str, Any]:
 def location_text(op: ir.Operation) -> str:
     """`file:line:col: %name` from an op's location, for messages."""
     loc = str(op.location)
-    import re
-
     name = re.search(r'"([^"]+)"\("([^"]+)":(\d+):(\d+)\)', loc)
     if name:
         return f"{name.group(2)}:{name.group(3)}:{name.group(4)}: %{name.group(1)}"
     return loc
 
 
+def error_location(op: ir.Operation) -> str:
+    """`file:line:col: error: %name`: how every error message about an op begins (the
+    importer's and the parser's begin so too)."""
+    where = location_text(op)
+    m = re.match(r"(.*:\d+:\d+): (%.*)$", where)
+    return f"{m.group(1)}: error: {m.group(2)}" if m else f"error: {where}"
+
+
 def op_error(op: ir.Operation, message: str) -> PassError:
     what = op.name
     if op.name == "stablehlo.custom_call":
         what = f"custom-call {call_target(op)}"
-    return PassError(f"{location_text(op)} ({what}): {message}")
+    return PassError(f"{error_location(op)} ({what}): {message}")
 
 
 @contextmanager
@@ -329,7 +336,7 @@ def inline_calls(module: ir.Module) -> int:
         for call in calls:
             callee = functions.get(ir.FlatSymbolRefAttr(call.attributes["callee"]).value)
             if callee is None or len(callee.regions[0].blocks) != 1:
-                raise PassError(f"{location_text(call)}: cannot inline a call to an external or multi-block function")
+                raise PassError(f"{error_location(call)}: cannot inline a call to an external or multi-block function")
             with call.location, ir.InsertionPoint(call):
                 results = clone_function_body(callee, list(call.operands))
             replace(call, results)

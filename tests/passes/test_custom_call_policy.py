@@ -81,8 +81,8 @@ def test_unknown_targets_are_all_named_with_their_lines_and_the_known_targets():
     with pytest.raises(PassError) as info:
         convert_then(UNKNOWN, ["custom-call-policy"])
     message = str(info.value)
-    assert "<test>:4:3: %a" in message and "'my_magic' has no portable rewrite" in message
-    assert "<test>:5:3: %b" in message and "'my_other_magic' has no portable rewrite" in message
+    assert "<test>:4:3: error: %a" in message and "'my_magic' has no portable rewrite" in message
+    assert "<test>:5:3: error: %b" in message and "'my_other_magic' has no portable rewrite" in message
     assert "known targets:" in message and "__cudnn$fmhaSoftmax" in message and "--allow-custom-call" in message
 
 

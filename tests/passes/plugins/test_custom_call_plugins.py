@@ -64,7 +64,7 @@ def test_readme_example_converts_and_runs_through_the_cli(tmp_path, capsys):
 def test_readme_example_without_the_plugin_is_refused_by_name(capsys):
     assert main(["run", str(EXAMPLE)]) == 1
     err = capsys.readouterr().err
-    assert f"{EXAMPLE}:9:3: %swiglu: custom-call 'acme_swiglu' has no portable rewrite" in err
+    assert f"{EXAMPLE}:9:3: error: %swiglu: custom-call 'acme_swiglu' has no portable rewrite" in err
     assert "--custom-calls FILE.py" in err and "Traceback" not in err
 
 
@@ -315,7 +315,7 @@ def test_a_bad_plugin_is_a_located_error(tmp_path, capsys, body, message):
                       f"@register('bad_kernel')\ndef bad(x, attrs):\n    {body}\n")
     assert main(["convert", str(dump), "--custom-calls", str(plugin)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{dump}:4:3: %c (custom-call bad_kernel): plug-in {plugin}: {message}"), err
+    assert err.startswith(f"{dump}:4:3: error: %c (custom-call bad_kernel): plug-in {plugin}: {message}"), err
     assert 'ROOT c = (f32[4]{0}, s32[4]{0}) custom-call(x), custom_call_target="bad_kernel"' in err
     assert "Traceback" not in err
     with pytest.raises(ConverterError):
@@ -327,7 +327,7 @@ def test_a_plugin_that_cannot_be_imported_is_a_located_error(tmp_path, capsys):
     dump.write_text(_ERROR_HLO)
     assert main(["convert", str(dump), "--custom-call", "bad_kernel=acme_not_installed.kernels:bad"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{dump}:4:3: %c (custom-call bad_kernel): plug-in acme_not_installed.kernels:bad: "
+    assert err.startswith(f"{dump}:4:3: error: %c (custom-call bad_kernel): plug-in acme_not_installed.kernels:bad: "
                           "cannot be imported: ModuleNotFoundError"), err
     assert "Traceback" not in err
 

@@ -69,7 +69,7 @@ def test_neuron_rms_norm_backward_is_refused_with_its_reason(capsys):
     path = DUMPS / "neuron_rms_norm_backward.hlo"
     assert main(["convert", str(path)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{path}:8:3: %custom-call.5 (custom-call AwsNeuronRmsNormBackward): plug-in "
+    assert err.startswith(f"{path}:8:3: error: %custom-call.5 (custom-call AwsNeuronRmsNormBackward): plug-in "
                           "hlo-roundtrip kernels.neuron: refused: its operands are the forward's output"), err
     assert main(["inspect", str(path), "--json"]) == 0
     support = json.loads(capsys.readouterr().out)["custom_call_targets"]["AwsNeuronRmsNormBackward"]["support"]
@@ -165,7 +165,7 @@ def test_jaxdecomp_distributed_pfft_is_refused_by_name():
     with pytest.raises(ConverterError) as e:
         convert_file(path)
     message = str(e.value)
-    assert f"{path}:7:3: %pfft3d.2 (custom-call pfft3d)" in message
+    assert f"{path}:7:3: error: %pfft3d.2 (custom-call pfft3d)" in message
     assert "pencils decomposition" in message and 'custom_call_target="pfft3d"' in message
 
 
