@@ -24,7 +24,7 @@ from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr, op as build_op
 from converter.importer.registry import PURE, RULES, UNLOCATED, find_rule
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
-from converter.mlir.context import make_context, mlir_element_type
+from converter.mlir.context import NoMlirTypeError, make_context, mlir_element_type
 
 Values = list[ir.Value]
 
@@ -282,12 +282,28 @@ class ModuleImporter:
                 attrs["hlo.is_scheduled"] = ir.BoolAttr.get(True)
             if "frontend_attributes" in hlo.attrs:
                 attrs["mhlo.frontend_attributes"] = frontend_attributes(hlo.attrs["frontend_attributes"])
-            self._import_entry(entry)
+            try:
+                self._import_entry(entry)
+            except NoMlirTypeError as e:
+                raise self._no_type_error(hlo, e) from None
             if self.elided_constants:
                 set_elided_constants(module, self.elided_constants)
             if self.uses_chlo:
                 passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
         return module
+
+    def _no_type_error(self, hlo: Module, e: NoMlirTypeError) -> HloImportError:
+        """An element type with no MLIR form, located at the first instruction whose shape
+        holds it (the type is made where the shape is first used: a parameter, a region's
+        arguments, a result; finding which only when it fails costs nothing otherwise)."""
+        what = f"element type '{e.element_type}' has no MLIR equivalent"
+        if e.element_type == "buffer":
+            what = "a buffer shape b(...) (XLA's in-place buffer) has no StableHLO type"
+        for comp in hlo.computations:
+            for instr in comp.instructions:
+                if any(leaf.element_type == e.element_type for leaf in instr.shape.leaves()):
+                    return self.error(f"cannot import: {what}", instr)
+        return self.error(f"cannot import: {what}")
 
     def _import_entry(self, entry: Computation) -> None:
         arg_types: list[ir.Type] = []

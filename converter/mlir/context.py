@@ -68,12 +68,20 @@ _ELEMENT_TYPES = {
 }
 
 
+class NoMlirTypeError(ValueError):
+    """An HLO element type with no MLIR type (XLA's buffer type, ...)."""
+
+    def __init__(self, element_type: str):
+        super().__init__(f"element type '{element_type}' has no MLIR equivalent")
+        self.element_type = element_type
+
+
 def mlir_element_type(element_type: str) -> ir.Type:
     """MLIR element type for an HLO element type (needs an active context)."""
     try:
         return _ELEMENT_TYPES[element_type]()
     except KeyError:
-        raise ValueError(f"element type '{element_type}' has no MLIR equivalent") from None
+        raise NoMlirTypeError(element_type) from None
 
 
 _MLIR_SPELLING = {

@@ -565,19 +565,3 @@ ENTRY main {
     (out,) = differential_by_output(hlo, [x, y], ["map"])
     assert_close(out, x * y + 1)
 
-
-def test_an_opcode_no_rule_reads_is_a_located_error_naming_the_near_one():
-    """The parser reads any opcode (XLA's refuses one it does not know); the importer
-    names the misspelt one at its line and the opcode it is closest to, and an XLA
-    opcode it has no rule for as what it is (no suggestion)."""
-    from converter.runtime.convert import convert_text
-
-    hlo = "HloModule m\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  ROOT e = f32[4]{0} c4ompare(x, x), direction=LT\n}\n"
-    with pytest.raises(HloImportError) as e:
-        convert_text(hlo, "m.hlo", pipeline="none")
-    assert str(e.value).startswith("m.hlo:4:3: error: %e (c4ompare): 'c4ompare' is no XLA opcode; "
-                                   "did you mean 'compare'?")
-    with pytest.raises(HloImportError) as e:
-        convert_text(hlo.replace("c4ompare(x, x), direction=LT", "collective-reduce(x), replica_groups={}"),
-                     "m.hlo", pipeline="none")
-    assert "no import rule for opcode 'collective-reduce' (an XLA opcode this importer does not read)" in str(e.value)
