@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import warnings
 from typing import Any, Callable
 
-import numpy as np
-
 from converter.common.errors import ConverterWarning
 from converter.hlo import attrs as hlo_attrs
+from converter.hlo.collectives import MAX_DEVICES
 from converter.hlo.lexer import (
     HloParseError,
-    _INT64_MAX,
     _JSON,
     _RE_ATTR_FAST,
     _RE_ATTR_FLAT,
@@ -234,10 +233,13 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             self.unknown_attribute(key, pos, None, frozenset(hlo_attrs.MODULE_ATTRS))
             return hlo_attrs.Raw(self.raw_value())
         value = self.typed_value(kind, key)
-        if key in ("replica_count", "num_partitions") and not 1 <= value <= _INT64_MAX:
+        if key in ("replica_count", "num_partitions") and not 1 <= value <= MAX_DEVICES:
+            # Past MAX_DEVICES: the MLIR module's i32 count would wrap (2147483648 became
+            # -2147483648, 4294967297 became 1) where a count is a typo.
             what = "replica" if key == "replica_count" else "partition"
             raise self.error("", self.skip(pos + len(key) + 1), f"{key}={value}: " + (
-                f"a module has at least one {what}" if value < 1 else "more than an int64 counts"))
+                f"a module has at least one {what}" if value < 1 else f"more devices than any module has "
+                                                                    f"(at most {MAX_DEVICES})"))
         return value
 
     def unknown_attribute(self, key: str, pos: int, opcode: str | None, allowed: frozenset[str] | None,
@@ -450,8 +452,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         shape = tuple(int(x) for x in m.group(1).split(","))
         reshape = tuple(int(x) for x in m.group(2).split(","))
         perm = tuple(int(x) for x in m.group(3).split(",")) if m.group(3) else ()
-        n_shape = int(np.prod(shape))
-        if n_shape != int(np.prod(reshape)) or (perm and sorted(perm) != list(range(len(reshape)))):
+        n_shape = self.device_count(shape, pos, "iota device list")
+        if n_shape != math.prod(reshape) or (perm and sorted(perm) != list(range(len(reshape)))):
             raise self.error("an iota device list whose sizes agree", pos, f"'{m.group(0)}'")
         return hlo_attrs.IotaDeviceList(shape, reshape, perm)
 

@@ -8,6 +8,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
+# Device lists (meshes, iota tile assignments and replica groups) are expanded to their
+# ids, and collectives' ids imply the device counts of a module whose header has none:
+# more devices than this is no module's (the largest TPU pods hold thousands), and a
+# typo'd 2147483648 would exhaust memory, or make a module of that many devices, instead
+# of being named.
+MAX_DEVICES = 1 << 20
+
 CROSS_REPLICA = "cross-replica"
 CROSS_PARTITION = "cross-partition"
 CROSS_REPLICA_AND_PARTITION = "cross-replica-and-partition"
@@ -109,6 +116,8 @@ def device_id_conflict(opcode: str, attrs: dict, replicas: int, partitions: int)
     if named is None:
         return None
     mode, top = named
+    if top >= MAX_DEVICES:
+        return f"{opcode} names device id {top}: more devices than any module has (at most {MAX_DEVICES})"
     role, count, what = {
         CROSS_REPLICA: ("replica", replicas, f"replica_count={replicas}"),
         CROSS_REPLICA_AND_PARTITION: ("replica", replicas, f"replica_count={replicas}"),

@@ -3,11 +3,11 @@ subgroups, named shardings over meshes) and of meshes and replica groups."""
 
 from __future__ import annotations
 
+import math
 import re
 
-import numpy as np
-
 from converter.hlo import attrs
+from converter.hlo.collectives import MAX_DEVICES
 from converter.hlo.lexer import Cursor, _RE_GROUP, _RE_GROUPS, _RE_IDENT, _W
 
 
@@ -20,6 +20,16 @@ def groups_from_iota(iota: attrs.IotaDeviceList) -> attrs.ReplicaGroups:
 
 
 class ShardingGrammar(Cursor):
+    def device_count(self, dims: tuple[int, ...], pos: int, what: str) -> int:
+        """The number of devices `dims` lay out (Python ints: no int64 wrap-around); an
+        error at `pos` for a size below 1 or a count past MAX_DEVICES."""
+        if any(d < 1 for d in dims):
+            raise self.error("", pos, f"{what} {list(dims)}: a size below 1")
+        n = math.prod(dims)
+        if n > MAX_DEVICES:
+            raise self.error("", pos, f"{what} {list(dims)}: {n} devices, more than {MAX_DEVICES}")
+        return n
+
     # ------------------------------------------------------------- meshes (V3)
     def mesh(self) -> attrs.Mesh:
         """`mesh['x'=2,'y'=4]`, then optionally `, device_ids=(0,2,1,3)` or
@@ -40,6 +50,7 @@ class ShardingGrammar(Cursor):
                 self.expect(",")
         if len({a for a, _ in axes}) != len(axes):
             raise self.error("", start, "a mesh axis is named twice")
+        n = self.device_count(tuple(size for _, size in axes), start, "mesh axis sizes")
         device_ids: tuple[int, ...] = ()
         iota = None
         q = self.skip(self.p)
@@ -65,8 +76,7 @@ class ShardingGrammar(Cursor):
                 device_ids = tuple(ids)
             self.expect(")")
         mesh = attrs.Mesh(tuple(axes), device_ids, iota)
-        n = int(np.prod([size for _, size in axes])) if axes else 1
-        if (device_ids and len(device_ids) != n) or (iota is not None and int(np.prod(iota.reshape_dims)) != n):
+        if (device_ids and len(device_ids) != n) or (iota is not None and math.prod(iota.reshape_dims) != n):
             raise self.error("", start, f"the mesh has {n} devices but lists {len(mesh.devices())} device ids")
         return mesh
 
@@ -208,6 +218,7 @@ class ShardingGrammar(Cursor):
         """`[2,2]<=[4]`, `[2,2]<=[2,2]T(1,0)` or `[2,2]0,2,1,3` after `devices=`."""
         m = self.regex(re.compile(r"\[([\d,\s]+)\]"), "tile dimensions '[2,2]'")
         tile_dims = tuple(int(x) for x in m.group(1).split(","))
+        n = self.device_count(tile_dims, m.start(), "tile assignment")
         q = self.skip(self.p)
         iota = None
         if self.s.startswith("<=", q):
@@ -220,13 +231,13 @@ class ShardingGrammar(Cursor):
             if perm and sorted(perm) != list(range(len(reshape))):
                 raise self.error("a permutation", q, f"'{im.group(0)}'")
             iota = attrs.IotaDeviceList(tile_dims, reshape, perm)
-            if int(np.prod(reshape)) != int(np.prod(tile_dims)):
-                raise self.error("", pos, f"{int(np.prod(reshape))} devices for a {list(tile_dims)} tile assignment")
+            if math.prod(reshape) != n:
+                raise self.error("", pos, f"{math.prod(reshape)} devices for a {list(tile_dims)} tile assignment")
             return tile_dims, tuple(iota.device_ids()), iota
         devices = [self.int_()]
         while self.accept(","):
             devices.append(self.int_())
-        if len(devices) != int(np.prod(tile_dims)):
+        if len(devices) != n:
             raise self.error("", pos, f"{len(devices)} devices for a {list(tile_dims)} tile assignment")
         return tile_dims, tuple(devices), iota
 

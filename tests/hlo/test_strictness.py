@@ -254,6 +254,9 @@ def test_async_sugar_takes_the_wrapped_opcodes_attributes():
     ("replica_count=0", "replica_count=0: a module has at least one replica"),
     ("replica_count=-4", "replica_count=-4: a module has at least one replica"),
     ("num_partitions=0", "num_partitions=0: a module has at least one partition"),
+    # Past 2^20 devices: a typo (the module's i32 count wrapped: 4294967297 read as 1).
+    ("replica_count=4294967297", "replica_count=4294967297: more devices than any module has (at most 1048576)"),
+    ("num_partitions=2147483648", "num_partitions=2147483648: more devices than any module has (at most 1048576)"),
 ])
 def test_device_counts_below_one_are_located_errors(header, message):
     text = ALL_REDUCE.replace("num_partitions=2", header)
@@ -472,3 +475,35 @@ def test_mlir_in_every_form_is_not_taken_for_hlo(tmp_path):
         assert not is_hlo_text(text.encode()), text
     for text in ("", "\x00\x01garbage", "HloModule", "ENTRY e {", "FileNames\n1 \"a.py\""):
         assert is_hlo_text(text.encode()), text
+
+
+# A size of 0 or a typo'd huge size in a device list (mesh, iota tile assignment, iota
+# replica groups): a located error, not a division by zero or an exhausted memory while
+# the ids are expanded.
+@pytest.mark.parametrize("attribute,message", [
+    ("replica_groups=mesh['x'=0] {'x'}", "mesh axis sizes [0]: a size below 1"),
+    ("replica_groups=mesh['x'=2,'y'=2147483648] {'x'}",
+     "mesh axis sizes [2, 2147483648]: 4294967296 devices, more than 1048576"),
+    ("replica_groups=[1,2147483648]<=[2147483648]",
+     "iota device list [1, 2147483648]: 2147483648 devices, more than 1048576"),
+    ("replica_groups=[1,0]<=[0]", "iota device list [1, 0]: a size below 1"),
+])
+def test_device_lists_of_no_size_or_absurd_size_are_located_errors(attribute, message):
+    text = ALL_REDUCE.replace("replica_groups={{0,1}}", attribute)
+    with pytest.raises(HloParseError) as e:
+        parse_hlo(text, "m.hlo")
+    assert e.value.message == message and e.value.line == 11
+
+
+def test_a_typo_d_device_id_does_not_imply_a_module_of_that_many_devices():
+    """Without a header count, the largest id a collective names implies the count: one
+    past 2^20 is named at its instruction (it had made a module of 2^31 replicas)."""
+    from converter.importer.core import HloImportError
+    from converter.runtime.convert import convert_text
+
+    text = ALL_REDUCE.replace("HloModule m, num_partitions=2", "HloModule m").replace(
+        "replica_groups={{0,1}}, use_global_device_ids=true", "replica_groups={{0,2147483647}}")
+    with pytest.raises(HloImportError) as e:
+        convert_text(text, "m.hlo", pipeline="none")
+    assert str(e.value).startswith("m.hlo:11:3: error: %r (all-reduce): all-reduce names device id 2147483647: "
+                                   "more devices than any module has (at most 1048576)")
