@@ -222,7 +222,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             if canonical is None:
                 close = difflib.get_close_matches(item, values, n=1, cutoff=0.5)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise self.error("", self.s.find(item, pos), f"'{item}' is not a value of {key} "
+                at = re.compile(r"(?<![\w.\-])" + re.escape(item) + r"(?![\w.\-])").search(self.s, pos)
+                raise self.error("", at.start() if at else pos, f"'{item}' is not a value of {key} "
                                  f"(XLA takes {', '.join(values)}){hint}")
             out.append(canonical)
         return out if isinstance(value, list) else out[0]

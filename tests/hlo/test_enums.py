@@ -135,3 +135,13 @@ def test_the_importer_knows_every_algorithm_and_distribution_the_parser_takes():
     assert set(linalg.DOT_ALGORITHMS) | {"unset"} == set(hlo_attrs.DOT_ALGORITHMS)
     assert set(random.ALGORITHMS) == set(hlo_attrs.RNG_ALGORITHMS)
     assert set(random.DISTRIBUTIONS) | {"rng_invalid"} == set(hlo_attrs.ENUMS["distribution"][0])
+
+
+def test_the_error_points_at_the_value_xla_refuses_in_a_list():
+    """In `operand_precision={highest,hig}` the error is at `hig`, not at the `hig` that
+    starts `highest`."""
+    text = _text(_TEMPLATES[11][2].replace("{{},default}", "{highest,hig}"), "")
+    with pytest.raises(HloParseError) as e:
+        parse_hlo(text, "m.hlo")
+    line = text.splitlines()[e.value.line - 1]
+    assert line[e.value.col - 1:].startswith("hig}") and "did you mean 'high'?" in e.value.message
