@@ -113,7 +113,7 @@ OLDER_METADATA_ATTRS = {"preserve_layout": "bool"}
 # Metadata as XLA prints it, read by one pattern: each attribute at most once, in XLA's
 # order, double-quoted strings on one line, ints of up to 9 digits (inside int32).  Any
 # other text (another order, single quotes, a comment, a longer int, a typo) is read
-# and checked item by item by `AttributeGrammar.metadata_text`.  Possessive throughout:
+# and checked item by item by `AttributeGrammar.checked_metadata`.  Possessive throughout:
 # each piece is followed by what it cannot match, so no backtracking.
 _METADATA_FAST_VALUE = {"string": _QUOTED_LINE, "int": r"-?\d{1,9}+(?![\w.])",
                         "profile": r"\{(?:[0-3](?:,[0-3])*+)?\}"}
