@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from converter.hlo.escapes import EscapeError, c_escape, c_unescape, mlir_unescape
+from converter.hlo.escapes import EscapeError, c_escape, c_unescape, c_unescape_bytes, mlir_unescape
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.hlo.proto.schema import message_class
 from converter.runtime.xla_parser import XlaParseError, xla_parse
@@ -43,11 +43,18 @@ def test_c_escapes_are_read_and_refused_as_xla_s_lexer_does(escaped):
             parse_hlo(text, "m.hlo")
         assert e.value.line == 4 and e.value.col > 50, e.value  # at the escape, inside the string
         return
+    module = parse_hlo(text, "m.hlo")
+    try:
+        c_unescape_bytes(escaped).decode("utf-8")
+    except UnicodeDecodeError:
+        # Bytes that are no UTF-8 (`\xaa`): XLA reads them, but its proto's string field
+        # cannot hold them (protobuf refuses the message); read by us too, not compared.
+        return
     proto = message_class("HloModuleProto")()
     proto.ParseFromString(theirs.proto)
     root = proto.computations[0].instructions[-1]
     assert c_unescape(escaped) == root.metadata.op_name
-    assert parse_hlo(text, "m.hlo").entry.root.metadata.op_name == root.metadata.op_name
+    assert module.entry.root.metadata.op_name == root.metadata.op_name
 
 
 @settings(max_examples=200, deadline=None)
