@@ -1,10 +1,11 @@
 """Write the `__gpu$TopK` dumps under tests/passes/data: jax.lax.top_k compiled devicelessly
 for one H100 (the GPU compiler's TopkSpecializer writes the call), printed in full.
 
-    JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 /work/envs/cuda010/bin/python \\
+    JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 python \\
         -m tests.passes.data.make_gpu_topk
 
-(GPU_TARGET_CONFIG names the H100 target config when it is not where tests/programs/generate.py looks.)
+(`python`: an environment with jax[cuda] 0.10 installed; GPU_TARGET_CONFIG names the H100
+target config when it is not where tests/programs/generate.py looks.)
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ row slices and joins them with a `ConcatBitcast` custom-call.
     JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 LIBTPU_INIT_ARGS="--xla_tpu_enable_async_collective_fusion=true \\
         --xla_tpu_enable_async_collective_fusion_fuse_all_gather=true \\
         --xla_tpu_enable_async_collective_fusion_multiple_steps=true" \\
-        /work/envs/tpu010/bin/python -m tests.passes.data.make_tpu_concat_bitcast
+        python -m tests.passes.data.make_tpu_concat_bitcast
+
+(`python`: an environment with jax[tpu] 0.10, libtpu included.)
 """
 
 from __future__ import annotations
