@@ -34,7 +34,7 @@ from converter.hlo.lexer import (
     _RE_JSON_OBJECT_START,
     _RE_LINE_END,
     _RE_LITERAL_TOKEN,
-    _RE_KEY,
+    _RE_INT_TOKEN,
     _RE_METADATA,
     _RE_METADATA_ATTR,
     METADATA_ATTRS,
@@ -97,7 +97,7 @@ def conv_dim_labels(text: str) -> hlo_attrs.ConvDimLabels:
 # The values of metadata attributes as XLA's parser reads them (`checked_metadata`).
 _METADATA_VALUE = {
     "string": _RE_STRING_ANY,
-    "int": re.compile(r"-?\d+"),
+    "int": _RE_INT_TOKEN,
     "bool": re.compile(r"(?:true|false)(?![\w.\-])"),
     "profile": re.compile(r"\{" + _W + r"(?:[0-3](?:" + _W + r"," + _W + r"[0-3])*+)?" + _W + r"\}", re.S),
     # An attribute XLA does not know, kept (allow_unknown_attributes) in a form that
@@ -757,43 +757,28 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
         return self.checked_metadata()
 
     def checked_metadata(self) -> str:
-        """Metadata in any form XLA's parser reads, checked item by item as it does: a
-        known attribute (METADATA_ATTRS), once, with its kind of value; whitespace,
-        comments and one ',' before an item allowed.  Returns the items joined by single
-        spaces (no comment left for `parse_metadata` to find pairs in)."""
-        self.expect("{")
-        s = self.s
-        items: list[str] = []
-        seen: set[str] = set()
-        while True:
-            p = self.skip(self.p)
-            if s.startswith("}", p):
-                self.p = p + 1
-                return " ".join(items)
-            comma = s.startswith(",", p)
-            if comma:  # XLA's reading: a ',' may stand before an item, and an item must follow
-                p = self.skip(p + 1)
-            m = _RE_KEY.match(s, p)
-            if m is None:
-                raise self.error("a metadata attribute `key=value`" + ("" if comma else " or '}'"), p)
-            key = m.group(1)
+        """Metadata in any form XLA's parser reads, checked item by item as it does
+        (`braced_items`): a known attribute (METADATA_ATTRS), once, with its kind of
+        value.  Returns the items joined by single spaces (no comment left for
+        `parse_metadata` to find pairs in)."""
+        def value_of(key: str, pos: int) -> tuple[re.Pattern, str]:
             kind = METADATA_ATTRS.get(key) or OLDER_METADATA_ATTRS.get(key)
             if kind is None:  # an error, or (allow_unknown_attributes) a warning
-                self.unknown_attribute(key, p, None, frozenset(METADATA_ATTRS), "in metadata")
+                self.unknown_attribute(key, pos, None, frozenset(METADATA_ATTRS), "in metadata")
                 kind = "unknown"
-            if key in seen:
-                raise self.error("", p, f"metadata attribute '{key}' given twice")
-            seen.add(key)
-            q = self.skip(m.end())
-            value = _METADATA_VALUE[kind].match(s, q)
-            if value is None:
-                raise self.error(_METADATA_EXPECTED[kind], q)
+            kinds[key] = kind
+            return _METADATA_VALUE[kind], _METADATA_EXPECTED[kind]
+
+        kinds: dict[str, str] = {}
+        items: list[str] = []
+        for key, pos, value in self.braced_items("metadata attribute", value_of):
+            kind = kinds[key]
             if kind == "string" or (kind == "unknown" and value.group(0)[0] in "\"'"):
                 self.unescaped(value)
             elif kind == "int" and not -(1 << 31) <= int(value.group(0)) < 1 << 31:
-                raise self.error("", q, f"metadata attribute '{key}' out of int32's range")
+                raise self.error("", pos, f"metadata attribute '{key}' out of int32's range")
             items.append(f"{key}={value.group(0)}")
-            self.p = value.end()
+        return " ".join(items)
 
     VALUE_PARSERS: dict[str, Callable[["AttributeGrammar"], Any]] = {
         hlo_attrs.INT: v_int, hlo_attrs.FLOAT: v_float, hlo_attrs.BOOL: v_bool, hlo_attrs.IDENT: v_ident, hlo_attrs.STRING: v_string,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -164,10 +164,10 @@ _RE_COMPLEX_TOKEN = re.compile(r"\(\s*(" + _RE_LITERAL_TOKEN.pattern + r")\s*,\s
 _RE_BRACE_SPLIT = re.compile(r"([{}])")
 _RE_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _RE_SECTION_ENTRY = re.compile(r"[ \t]*(\d+)[ \t]+(\"(?:[^\"\\\n]|\\.)*\"|\{[^{}\n]*\})[ \t]*\n?")
-# A stack-frame table field's value: an integer token, not the start of a decimal (`7.`,
-# `7e1`), a `7x2` or a `7_1` (XLA's lexer reads those as other tokens); what may follow
-# it is the next field's name (`7end_line=3` is two fields to XLA too).
-_RE_TABLE_INT = re.compile(r"-?\d++(?![.\d]|[eE][+-]?\d|x\d|_\d)")
+# An integer token as XLA's lexer reads one, not the start of a decimal (`7.`, `7e1`), a
+# `7x2` or a `7_1` (other tokens to it); what may follow it is the next item's name
+# (`7end_line=3` is two items to XLA too).
+_RE_INT_TOKEN = re.compile(r"-?\d++(?![.\d]|[eE][+-]?\d|x\d|_\d)")
 _RE_ENTRY = re.compile(r"ENTRY(?=[\s%/])")
 _RE_EXEC_THREAD = re.compile(_W + r"," + _W + r"execution_thread=" + _W, re.S)
 _RE_SIGNATURE_PARAM = re.compile(r"([A-Za-z_][\w.\-]*):")
@@ -325,6 +325,40 @@ class Cursor:
             return c_unescape(m.group(body))
         except EscapeError as e:
             raise self.error("", m.start(body) + e.offset, e.message) from None
+
+    def braced_items(self, what: str, value_of: Callable[[str, int], tuple[re.Pattern, str]]
+                     ) -> Iterator[tuple[str, int, re.Match]]:
+        """The `key=value` items of the `{...}` at the cursor as XLA's attribute reader
+        takes them (metadata, stack-frame table entries): whitespace, comments and one
+        ',' before an item, each key once.  `value_of(key, pos)` gives the pattern the
+        key's value must match and what to call it in an error (it raises for a key the
+        caller refuses).  Yields (key, the value's position, its match); the cursor ends
+        after the '}'."""
+        self.expect("{")
+        s = self.s
+        seen: set[str] = set()
+        while True:
+            p = self.skip(self.p)
+            if s.startswith("}", p):
+                self.p = p + 1
+                return
+            comma = s.startswith(",", p)
+            if comma:  # a ',' may stand before an item, and an item must follow
+                p = self.skip(p + 1)
+            m = _RE_KEY.match(s, p)
+            if m is None:
+                raise self.error(f"a {what} `key=value`" + ("" if comma else " or '}'"), p)
+            key = m.group(1)
+            pattern, expected = value_of(key, p)
+            if key in seen:
+                raise self.error("", p, f"{what} '{key}' given twice")
+            seen.add(key)
+            q = self.skip(m.end())
+            value = pattern.match(s, q)
+            if value is None:
+                raise self.error(expected, q)
+            self.p = value.end()
+            yield key, q, value
 
     def key(self, what: str = "an attribute name") -> str:
         """`name=` (one token: no space before the '=')."""

@@ -41,7 +41,7 @@ from converter.hlo.lexer import (
     _RE_IDENT,
     _RE_INSTR_FAST,
     _RE_INSTR_HEAD,
-    _RE_KEY,
+    _RE_INT_TOKEN,
     _RE_OPCODE,
     _RE_OPERANDS_FAST,
     _RE_OPERAND_ITEM,
@@ -51,7 +51,6 @@ from converter.hlo.lexer import (
     _RE_SIGNATURE_FAST,
     _RE_SIGNATURE_ITEM,
     _RE_SIGNATURE_PARAM,
-    _RE_TABLE_INT,
     _SECTIONS,
     _SKIP,
     _W,
@@ -197,42 +196,28 @@ class _Parser(AttributeGrammar):
                 if not value.startswith("{"):
                     raise self.error("'{'", value_pos)
                 required = _FILE_LOCATION_FIELDS if section == "FileLocations" else _FRAME_FIELDS
-                fields = self.table_fields(section, value_pos, value_pos + len(value) - 1, required)
-                if any(not -(1 << 31) <= v < 1 << 31 for v in fields.values()):
-                    raise self.error("", value_pos, f"{section} entry holds a number beyond int32")
+                fields = self.table_fields(section, value_pos, required)
                 missing = [f for f in required if f not in fields]
                 if missing:
                     raise self.error("", value_pos, f"{section} entry lacks {', '.join(missing)}")
                 names[key] = {f: fields[f] for f in required}
             self.p = m.end()
 
-    def table_fields(self, section: str, start: int, close: int, known: tuple[str, ...]) -> dict[str, int]:
-        """The `key=integer` fields of a stack-frame table entry `{...}` (from `start` to
-        its '}' at `close`), read as XLA reads them: known keys, each once, whitespace,
-        comments and one ',' before a field allowed; anything else is an error at it."""
-        s = self.s
-        fields: dict[str, int] = {}
-        q = start + 1
-        while True:
-            q = self.skip(q)
-            if q == close:
-                return fields
-            comma = s.startswith(",", q)
-            if comma:
-                q = self.skip(q + 1)
-            m = _RE_KEY.match(s, q, close)
-            if m is None:
-                raise self.error(f"a {section} field `key=integer`" + ("" if comma else " or '}'"), q)
-            key = m.group(1)
+    def table_fields(self, section: str, start: int, known: tuple[str, ...]) -> dict[str, int]:
+        """The `key=integer` fields of the stack-frame table entry `{...}` at `start`,
+        read as XLA reads them (`braced_items`): known fields, each once, int32 values."""
+        def value_of(key: str, pos: int) -> tuple[re.Pattern, str]:
             if key not in known:
-                raise self.error("", q, f"unknown field '{key}' in a {section} entry (XLA's are {', '.join(known)})")
-            if key in fields:
-                raise self.error("", q, f"{section} field '{key}' given twice")
-            v = _RE_TABLE_INT.match(s, self.skip(m.end()), close)
-            if v is None:
-                raise self.error("an integer", self.skip(m.end()))
-            fields[key] = int(v.group(0))
-            q = v.end()
+                raise self.error("", pos, f"unknown field '{key}' in a {section} entry (XLA's are {', '.join(known)})")
+            return _RE_INT_TOKEN, "an integer"
+
+        self.p = start
+        fields: dict[str, int] = {}
+        for key, pos, value in self.braced_items(f"{section} field", value_of):
+            fields[key] = int(value.group(0))
+            if not -(1 << 31) <= fields[key] < 1 << 31:
+                raise self.error("", pos, f"{section} field '{key}' out of int32's range")
+        return fields
 
     def computation(self) -> Computation:
         p = self.skip(self.p)
