@@ -45,6 +45,24 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 DEFAULT_TOLERANCE = (1e-5, 1e-6)
 
 
+def stack_frame_tables(files: Sequence[str], functions: Sequence[str], locations: Sequence[Sequence[int] | str],
+                       frames: Sequence[Sequence[int] | str]) -> str:
+    """HLO text's four stack-frame tables, entries numbered from 1, each table followed by
+    a blank line (what goes between the module's header and its computations).  A
+    location is (file_name_id, function_name_id, line, end_line, column, end_column), a
+    frame (file_location_id, parent_frame_id as printed), or either the text of its
+    braces (to write a malformed entry)."""
+    def entry(fields: Sequence[int] | str, names: Sequence[str]) -> str:
+        return fields if isinstance(fields, str) else "{" + " ".join(f"{k}={v}" for k, v in zip(names, fields)) + "}"
+
+    tables = (("FileNames", [f'"{name}"' for name in files]), ("FunctionNames", [f'"{name}"' for name in functions]),
+              ("FileLocations", [entry(e, ("file_name_id", "function_name_id", "line", "end_line", "column",
+                                           "end_column")) for e in locations]),
+              ("StackFrames", [entry(e, ("file_location_id", "parent_frame_id")) for e in frames]))
+    return "".join(title + "\n" + "".join(f"{i} {v}\n" for i, v in enumerate(items, 1)) + "\n"
+                   for title, items in tables)
+
+
 def tolerance(dtype) -> tuple[float, float]:
     return TOLERANCES.get(np.dtype(dtype).name, DEFAULT_TOLERANCE)
 

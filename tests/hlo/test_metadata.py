@@ -19,6 +19,7 @@ from converter.hlo.lexer import METADATA_ATTRS
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.hlo.proto.schema import message_class
 from converter.runtime.xla_parser import XlaParseError, xla_parse
+from tests.helpers import stack_frame_tables
 
 PLAIN = re.compile(r'([A-Za-z_]\w*)=(?:"((?:[^"\\]|\\.)*)"|(\{[^{}]*\}|[^\s"\'{}]+)|\'((?:[^\'\\]|\\.)*)\')')
 
@@ -100,23 +101,8 @@ _XLA_SEPARATORS = st.sampled_from([" ", " ", "  ", "", ",", " , ", ",,", "\n  ",
 _XLA_METADATA = st.lists(st.sampled_from(sorted(_XLA_KINDS)), max_size=5).flatmap(
     lambda keys: st.tuples(*(st.tuples(_XLA_SEPARATORS, _XLA_VALUES[_XLA_KINDS[k]].map(lambda v, k=k: f"{k}={v}"))
                              for k in keys))).map(lambda items: "{" + "".join(s + i for s, i in items) + " }")
-_XLA_MODULE = """HloModule m
-
-FileNames
-1 "f.py"
-
-FunctionNames
-1 "fn"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=5 end_column=9}
-2 {file_name_id=1 function_name_id=1 line=8 end_line=8 column=1 end_column=2}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-2 {file_location_id=2 parent_frame_id=2}
-
-ENTRY main {
+_XLA_MODULE = "HloModule m\n\n" + stack_frame_tables(["f.py"], ["fn"], [(1, 1, 7, 7, 5, 9), (1, 1, 8, 8, 1, 2)],
+                                                    [(1, 1), (2, 2)]) + """ENTRY main {
   x = f32[4]{0} parameter(0)
   ROOT e = f32[4]{0} exponential(x), metadata=%s
 }

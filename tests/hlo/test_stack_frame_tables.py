@@ -16,23 +16,9 @@ from hypothesis import strategies as st
 from converter.hlo.lexer import _FILE_LOCATION_FIELDS
 from converter.hlo.parser import HloParseError, parse_hlo
 from converter.runtime.xla_parser import XlaParseError, xla_parse
+from tests.helpers import stack_frame_tables
 
-_MODULE = """HloModule m
-
-FileNames
-1 "f.py"
-2 "g.py"
-
-FunctionNames
-1 "fn"
-
-FileLocations
-1 %s
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-
-ENTRY main {
+_MODULE = "HloModule m\n\n" + stack_frame_tables(["f.py", "g.py"], ["fn"], ["%s"], [(1, 1)]) + """ENTRY main {
   x = f32[4]{0} parameter(0)
   ROOT e = f32[4]{0} exponential(x), metadata={op_name="a" stack_frame_id=1}
 }
@@ -88,32 +74,16 @@ def _xla_location(printed: str) -> tuple[str, int, int] | None:
     return table("FileNames")[fields["file_name_id"] - 1].strip('"'), fields.get("line", 0), fields.get("column", 0)
 
 
-_FRAMES_MODULE = """HloModule m
-
-FileNames
-1 "f.py"
-2 "g.py"
-
-FunctionNames
-1 "fn"
-2 "gn"
-
-FileLocations
-%s
-
-StackFrames
-%s
-
-ENTRY main {
+_FRAMES_ENTRY = """ENTRY main {
   x = f32[4]{0} parameter(0)
   ROOT e = f32[4]{0} exponential(x), metadata={op_name="a" stack_frame_id=%d}
 }
 """
+# (file_name_id, function_name_id, line, end_line, column, end_column); (file_location_id,
+# parent_frame_id as printed): ids past the tables' ends and 0 drawn too.
 _LOCATION = st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(1, 9), st.integers(0, 9)).map(
-    lambda t: "{file_name_id=%d function_name_id=%d line=%d end_line=%d column=%d end_column=%d}"
-              % (t[0], t[1], t[2], t[2], t[3], t[3]))
-_FRAME = st.tuples(st.integers(0, 4), st.integers(0, 5)).map(
-    lambda t: "{file_location_id=%d parent_frame_id=%d}" % t)
+    lambda t: (t[0], t[1], t[2], t[2], t[3], t[3]))
+_FRAME = st.tuples(st.integers(0, 4), st.integers(0, 5))
 
 
 @settings(max_examples=250, deadline=None)
@@ -122,7 +92,7 @@ def test_a_frame_xla_drops_gives_no_location(locations, frames, frame_id):
     """Ids that name no entry (0, or past a table's end) and callers that loop make XLA
     drop the frame from the metadata naming it; each location we make is the one XLA
     keeps: file, line and column of the innermost frame."""
-    text = _FRAMES_MODULE % ("\n".join(f"{i} {v}" for i, v in enumerate(locations, 1)),
-                             "\n".join(f"{i} {v}" for i, v in enumerate(frames, 1)), frame_id)
+    text = "HloModule m\n\n" + stack_frame_tables(["f.py", "g.py"], ["fn", "gn"], locations, frames) \
+        + _FRAMES_ENTRY % frame_id
     theirs = xla_parse(text)
     assert parse_hlo(text, "m.hlo").stack_frames.location(frame_id) == _xla_location(theirs.to_string())

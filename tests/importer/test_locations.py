@@ -6,6 +6,7 @@ gets, written out by hand from its metadata."""
 import warnings
 
 from converter.runtime.convert import convert_text
+from tests.helpers import stack_frame_tables
 
 HLO = r"""HloModule m
 ENTRY main {
@@ -42,21 +43,7 @@ def test_each_instruction_gets_its_own_source():
 
 def test_stack_frame_locations():
     """A stack frame names the file, line and column of its file location."""
-    hlo = """HloModule m
-
-FileNames
-1 "g.py"
-
-FunctionNames
-1 "fn"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=5 end_column=9}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-
-ENTRY main {
+    hlo = "HloModule m\n\n" + stack_frame_tables(["g.py"], ["fn"], [(1, 1, 7, 7, 5, 9)], [(1, 1)]) + """ENTRY main {
   x = f32[4]{0} parameter(0)
   a = f32[4]{0} exponential(x), metadata={op_name="jit(f)/exp" stack_frame_id=1 scheduling_name="a.1"}
   ROOT b = f32[4]{0} exponential(a), metadata={op_name="jit(f)/exp" stack_frame_id=1 scheduling_name="b.2"}
@@ -99,24 +86,8 @@ def test_a_scheduling_name_inside_a_value_is_not_cut_from_the_key():
     `op_name="o f1.py" source_line=2`) it is part of what differs between the
     instructions, whose locations differ.  An item glued to the one before it (the second
     pair, as XLA's parser reads it) is read as written, each its own stack frame."""
-    hlo = r"""HloModule m
-
-FileNames
-1 "g.py"
-2 "h.py"
-
-FunctionNames
-1 "fn"
-
-FileLocations
-1 {file_name_id=1 function_name_id=1 line=7 end_line=7 column=5 end_column=9}
-2 {file_name_id=2 function_name_id=1 line=8 end_line=8 column=1 end_column=2}
-
-StackFrames
-1 {file_location_id=1 parent_frame_id=1}
-2 {file_location_id=2 parent_frame_id=1}
-
-ENTRY main {
+    hlo = "HloModule m\n\n" + stack_frame_tables(["g.py", "h.py"], ["fn"], [(1, 1, 7, 7, 5, 9), (2, 1, 8, 8, 1, 2)],
+                                                [(1, 1), (2, 1)]) + r"""ENTRY main {
   x = f32[4]{0} parameter(0)
   a = f32[4]{0} exponential(x), metadata={op_name="o scheduling_name=" source_file="f1.py" source_line=2}
   b = f32[4]{0} exponential(a), metadata={op_name="o scheduling_name=" op_type="f1.py" source_line=2}
