@@ -103,7 +103,7 @@ def import_binary(ctx, lhs, rhs):
 
 @import_rule("compare", pure=True)
 def import_compare(ctx, lhs, rhs):
-    direction = ctx.attrs.get("direction") or ctx.attrs.get("comparison_direction")
+    direction = ctx.attrs.get("direction")
     if direction is None:
         raise ctx.error("compare has no direction=")
     compare_type = ctx.attrs.get("type")
@@ -112,7 +112,7 @@ def import_compare(ctx, lhs, rhs):
         is_float = etype in FLOAT_TYPES or etype in ("c64", "c128")
         # Newer XLA writes `order=TOTAL` for what older XLA wrote `type=TOTALORDER`
         # (integers always compare in total order; PARTIAL is the default).
-        if is_float and str(ctx.attrs.get("order", "")).upper() == "TOTAL":
+        if is_float and ctx.attrs.get("order") == "TOTAL":
             compare_type = "TOTALORDER"
         else:
             compare_type = "FLOAT" if is_float else ("SIGNED" if etype in SIGNED_TYPES else "UNSIGNED")

@@ -10,10 +10,8 @@ from converter.mlir import builders
 from converter.importer.registry import import_rule
 from converter.mlir.context import mlir_element_type
 
-PRECISIONS = {"default": "DEFAULT", "high": "HIGH", "highest": "HIGHEST",
-              "DEFAULT": "DEFAULT", "HIGH": "HIGH", "HIGHEST": "HIGHEST"}
-
-# XLA's PrecisionConfig.Algorithm (as printed, `algorithm=dot_bf16_bf16_f32`) →
+# XLA's PrecisionConfig.Algorithm (as printed, `algorithm=dot_bf16_bf16_f32`; the parser
+# takes only these and `unset`, written so: converter.hlo.attrs.ENUMS) →
 # (lhs type, rhs type, accumulation type, lhs components, rhs components, primitive ops,
 # allow imprecise accumulation), StableHLO's dot_algorithm.
 DOT_ALGORITHMS = {
@@ -37,20 +35,15 @@ def precision_config(ctx) -> ir.Attribute | None:
     names = ctx.attrs.get("operand_precision")
     if not names:
         return None
-    try:
-        return ir.ArrayAttr.get([stablehlo.PrecisionAttr.get(PRECISIONS[p]) for p in names])
-    except KeyError as e:
-        raise ctx.error(f"unknown operand precision {e}") from None
+    # default, high or highest, as the parser writes them (converter.hlo.attrs.ENUMS).
+    return ir.ArrayAttr.get([stablehlo.PrecisionAttr.get(p.upper()) for p in names])
 
 
 def dot_algorithm(ctx) -> ir.Attribute | None:
     name = ctx.attrs.get("algorithm")
-    if not name or name in ("unset", "ALG_UNSET"):
+    if name is None or name == "unset":
         return None
-    spec = DOT_ALGORITHMS.get(name.lower().removeprefix("alg_"))
-    if spec is None:
-        raise ctx.error(f"unknown dot algorithm '{name}' (known: {', '.join(sorted(DOT_ALGORITHMS))})")
-    lhs, rhs, acc, lc, rc, nops, imprecise = spec
+    lhs, rhs, acc, lc, rc, nops, imprecise = DOT_ALGORITHMS[name]
     def t(name):
         return ir.FloatTF32Type.get() if name == "tf32" else mlir_element_type(name)
     return stablehlo.DotAlgorithm.get(t(lhs), t(rhs), t(acc), lc, rc, nops, imprecise)
@@ -163,7 +156,7 @@ def import_convolution(ctx, lhs, rhs):
 
 @import_rule("fft")
 def import_fft(ctx, x):
-    fft_type = ctx.attrs.get("fft_type", "FFT").upper()
+    fft_type = ctx.attrs.get("fft_type", "FFT")
     return builders.op1("stablehlo.fft", ctx.result_type(), [x], {
         "fft_type": stablehlo.FftTypeAttr.get(fft_type),
         "fft_length": builders.i64_array(ctx.attrs["fft_length"]),
