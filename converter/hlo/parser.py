@@ -62,7 +62,8 @@ from converter.hlo.ir import ELEMENT_BITS, Computation, Instruction, Module, Sha
 # The attributes that name computations.
 _CALL_KEYS = frozenset(key for key, kind in hlo_attrs.INSTRUCTION_ATTRS.items() if kind in _CALL_KINDS)
 # The attributes `_Parser.check_instruction_attrs` looks at (besides a conditional's).
-_CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors"})
+_CHECKED_ATTRS = frozenset({"channel_id", "use_global_device_ids", "control-predecessors",
+                            "operand_layout_constraints"})
 
 
 class _Parser(AttributeGrammar):
@@ -397,6 +398,20 @@ class _Parser(AttributeGrammar):
             if not isinstance(groups, hlo_attrs.ReplicaGroups) or not groups.groups:
                 raise self.error_at(instr, f"use_global_device_ids=true needs replica_groups on '{instr.name}'",
                                     "use_global_device_ids")
+        constraints = instr.attrs.get("operand_layout_constraints")
+        if isinstance(constraints, list):
+            # XLA's parser: one constraint per operand, each of the operand's type and
+            # dimensions (a custom call reads its operands laid out so).
+            if len(constraints) != len(instr.operands):
+                raise self.error_at(instr, f"{len(constraints)} operand layout constraints for {len(instr.operands)} "
+                                           f"operands of '{instr.name}'", "operand_layout_constraints")
+            for i, (operand, constraint) in enumerate(zip(instr.operands, constraints)):
+                if not constraint.compatible(comp.operand_shape(operand)):
+                    from converter.hlo.printer import shape_to_text
+
+                    raise self.error_at(instr, f"operand layout constraint {shape_to_text(constraint)} for operand {i} "
+                                               f"is not compatible with its shape "
+                                               f"{shape_to_text(comp.operand_shape(operand))}", "operand_layout_constraints")
         preds = instr.attrs.get("control-predecessors")
         if isinstance(preds, list):
             for pred in preds:
