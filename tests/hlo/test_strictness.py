@@ -507,3 +507,21 @@ def test_a_typo_d_device_id_does_not_imply_a_module_of_that_many_devices():
         convert_text(text, "m.hlo", pipeline="none")
     assert str(e.value).startswith("m.hlo:11:3: error: %r (all-reduce): all-reduce names device id 2147483647: "
                                    "more devices than any module has (at most 1048576)")
+
+
+@pytest.mark.parametrize("constraints,message", [
+    ("{f32[4]{0}, f32[5]{0}}", "operand layout constraint f32[5]{0} for operand 1 is not compatible with its shape f32[4]{0}"),
+    ("{f32[4]{0}}", "1 operand layout constraints for 2 operands of 'c'"),
+    ("{f32[4]{0}, s32[4]{0}}", "operand layout constraint s32[4]{0} for operand 1 is not compatible with its shape f32[4]{0}"),
+])
+def test_operand_layout_constraints_must_fit_the_operands_as_in_xla(constraints, message):
+    """A custom call reads its operands laid out as the constraints say: one per operand,
+    of its type and dimensions (a constraint that does not fit was taken silently)."""
+    text = ("HloModule m\nENTRY main {\n  x = f32[4]{0} parameter(0)\n  ROOT c = f32[4]{0} custom-call(x, x), "
+            f'custom_call_target="t", operand_layout_constraints={constraints}\n}}\n')
+    with pytest.raises(Exception, match="INVALID_ARGUMENT"):
+        xla_module(text)
+    with pytest.raises(HloParseError) as e:
+        parse_hlo(text, "m.hlo")
+    assert e.value.message == message and e.value.line == 4
+    parse_hlo(text.replace(constraints, "{f32[4]{0}, f32[4]{0}}"), "m.hlo")  # what fits is read
