@@ -75,10 +75,10 @@ class ShardingGrammar(Cursor):
                     ids.append(self.int_())
                 device_ids = tuple(ids)
             self.expect(")")
-        mesh = attrs.Mesh(tuple(axes), device_ids, iota)
-        if (device_ids and len(device_ids) != n) or (iota is not None and math.prod(iota.reshape_dims) != n):
-            raise self.error("", start, f"the mesh has {n} devices but lists {len(mesh.devices())} device ids")
-        return mesh
+        listed = len(device_ids) if device_ids else math.prod(iota.reshape_dims) if iota is not None else n
+        if listed != n:  # counted, not expanded: a typo'd iota size would exhaust memory
+            raise self.error("", start, f"the mesh has {n} devices but lists {listed} device ids")
+        return attrs.Mesh(tuple(axes), device_ids, iota)
 
     def axis_ref(self) -> attrs.MeshAxisRef:
         """`'x'` or the sub-axis `'x':(pre_size)size`."""
