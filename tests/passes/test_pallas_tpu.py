@@ -198,3 +198,33 @@ def test_a_corrupt_kernel_body_is_a_located_error_not_an_abort(tmp_path):
     assert "Traceback" not in out.stderr
     with pytest.raises(ConverterError, match="the kernel body does not parse as Mosaic IR"):
         convert_text(_with_body(text, original[:5] + b"not bytecode at all"), "garbled.hlo")
+
+
+def test_a_kernel_body_edited_anywhere_converts_or_is_a_located_error():
+    """Generated: kernel bodies with base64 characters dropped anywhere (what an edit of
+    the dump does: every byte after the drop is shifted, its strings no UTF-8 among them)
+    or bytes overwritten: each converts or ends in a located error, never an abort or
+    another exception (this process would die with the abort the guard exists for)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    texts = [_dump("smem_counter"), _dump("add_tanh")]
+    encoded = [re.search(r'"body":"([^"]*)"', t).group(1).rstrip("=") for t in texts]
+
+    @settings(max_examples=20, deadline=None)
+    @given(st.integers(0, 1), st.data())
+    def check(which, data):
+        text = encoded[which]
+        at = data.draw(st.integers(8, len(text) - 1))  # past the magic number
+        if data.draw(st.booleans()):
+            text = text[:at] + text[at + data.draw(st.integers(1, 3)):]
+        else:
+            text = text[:at] + data.draw(st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+                                                 min_size=1, max_size=6)) + text[at + 6:]
+        text += "A" * (-len(text) % 4)  # whole base64 quanta: the body decodes, then is read as bytecode
+        try:
+            convert_text(_with_body(texts[which], base64.b64decode(text)), "edited.hlo")
+        except ConverterError as e:
+            assert "edited.hlo:" in str(e), e
+
+    check()
