@@ -16,9 +16,13 @@ every matched pair.  Inside a while loop the values compared are the last iterat
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import sys
+from typing import Any
 
+import numpy as np
 
-from converter.runtime.compare import Difference, compare
+from converter.common.errors import ConverterError
+from converter.runtime.compare import DUMP_ULPS, Difference, compare, ulp_tolerance
 from converter.hlo.ir import Instruction, Module
 from converter.importer.taps import INLINED, LOOP_BODY, TapRequest, called_computations, tap_path
 
@@ -170,6 +174,11 @@ class Pair:
     healed: bool = False
 
 
+class NotComparable(ConverterError):
+    """The two dumps' values cannot be lined up (a side's sharding is unknown, a global
+    array does not split by it): the comparison asked for is not made (exit 4)."""
+
+
 @dataclass
 class CompareReport:
     path_a: str
@@ -178,23 +187,135 @@ class CompareReport:
     outputs: list[tuple[str, Difference]]
     unmatched_a: int
     unmatched_b: int
+    # Outputs whose values could not be lined up, with the reason: never read as agreeing.
+    not_compared: list[tuple[str, str]] = field(default_factory=list)
+    # Matched instructions left out in global form: a partitioned side's per-device values
+    # that are not one replicated value (a shard, or a partial sum before its all-reduce).
+    skipped: int = 0
+    # How the two sides' inputs and values were lined up ("" when per device, as given).
+    global_form: str = ""
+    tolerance: str = ""
+
+    @property
+    def differs(self) -> bool:
+        return any(not p.diff.ok and not p.healed for p in self.pairs) or any(not d.ok for _, d in self.outputs)
 
     @property
     def ok(self) -> bool:
-        return all(p.diff.ok or p.healed for p in self.pairs) and all(d.ok for _, d in self.outputs)
+        """The values agree: nothing differs and every output was compared."""
+        return not self.differs and not self.not_compared and bool(self.outputs)
+
+    @property
+    def exit_status(self) -> int:
+        """0 agree, 3 differ, 4 an output could not be compared (DESIGN §4)."""
+        return 3 if self.differs else 0 if self.ok else 4
 
     @property
     def first(self) -> list[Pair]:
         return [p for p in self.pairs if p.first]
 
+    @property
+    def within_tolerance(self) -> list[Pair]:
+        """Matched pairs that are not bit-identical but within tolerance."""
+        return [p for p in self.pairs if p.diff.ok and p.diff.max_abs > 0]
+
+
+def is_unpartitioned(hlo: Module, num_devices: int) -> bool:
+    """Whether a module computes on whole (global) arrays: one device, or a module for
+    several partitions that XLA's SPMD partitioner has not run on (the partitioner renames
+    the entry computation `<name>_spmd`: xla/service/spmd/spmd_partitioner.cc), such as
+    `*.before_optimizations.txt` of a sharded jit."""
+    return num_devices == 1 or (hlo.num_partitions > 1 and not hlo.entry.name.endswith("_spmd"))
+
+
+@dataclass
+class Side:
+    """One dump's program as the global form sees it."""
+
+    program: Any
+    path: str
+    whole: bool  # computes on global shapes (every device the whole program)
+    param_shardings: list[str | None]
+    result_shardings: list[str | None]
+
+    @property
+    def n(self) -> int:
+        return self.program.num_devices
+
+    def inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        from converter.runtime.sharding import split_global
+
+        out = []
+        for g, spec, sh in zip(arrays, self.program.params, self.param_shardings):
+            what = f"{self.path}: arg{spec.index} ({spec.name})"
+            if self.whole:
+                if tuple(g.shape) != tuple(spec.shape):
+                    raise NotComparable(f"error: {what} takes the whole array {spec.describe()}, the global input "
+                                        f"is {g.dtype}{list(g.shape)}")
+                out.append(np.broadcast_to(g, (self.n, *spec.shape)).copy() if self.n > 1 else g)
+            else:
+                try:
+                    out.append(split_global(g, spec.shape, sh, self.n, what))
+                except ConverterError as e:
+                    raise NotComparable(f"error: {e}") from None
+        return out
+
+    def value(self, per_device: np.ndarray, sharding: str | None, tap: bool) -> tuple[np.ndarray | None, bool]:
+        """(the value in global form, whether it is a stack of per-device copies of one
+        replicated value), or (None, False) when it cannot be assembled."""
+        from converter.runtime.sharding import _parse, assemble_global
+
+        if self.n == 1:
+            return per_device, False
+        if self.whole:
+            return per_device[0], False  # every device computed the whole program
+        if tap:
+            return per_device, True  # an instruction's value: one copy per device
+        sh = _parse(sharding)
+        if sh is None or sh.kind in ("replicated", "maximal") or (sh.kind == "tiled" and all(
+                t == 1 for t in sh.data_tile_dims)):
+            if sh is not None and sh.kind == "maximal":
+                return per_device[sh.device], False
+            return per_device, True  # replicated (or unknown: judged by its shape below)
+        return assemble_global(per_device, sharding), False
+
+
+def _line_up(va: tuple[np.ndarray | None, bool],
+             vb: tuple[np.ndarray | None, bool]) -> tuple[np.ndarray, np.ndarray] | str:
+    """The two sides' values as arrays of one shape, or why they cannot be lined up.
+    A stack of per-device copies is compared copy by copy with the other side's global
+    value; it stands for one global value only when its copies are identical (else it is a
+    shard or a partial sum that happens to have the global shape)."""
+    (a, stack_a), (b, stack_b) = va, vb
+    if a is None or b is None:
+        return "the dump gives no sharding for it, so its per-device values cannot be assembled"
+    if stack_a and stack_b:
+        return (a, b.reshape(a.shape)) if a.size == b.size else "per-device shapes differ"
+    if stack_a or stack_b:
+        stack, other = (a, b) if stack_a else (b, a)
+        if stack[0].size != other.size:
+            return (f"per-device shape {list(stack.shape[1:])} against the global {list(other.shape)}, and the dump "
+                    "gives no sharding to assemble it")
+        if not all(np.array_equal(stack[0], s, equal_nan=True) for s in stack[1:]):
+            return "the devices hold different values of the global shape (a shard or a partial sum)"
+        other = np.broadcast_to(other.reshape(stack.shape[1:]), stack.shape)
+        return (stack, other) if stack_a else (other, stack)
+    if a.size != b.size:
+        return f"global shapes differ ({list(a.shape)} vs {list(b.shape)})"
+    return a, b.reshape(a.shape)
+
 
 def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed: int = 0,
                   rtol: float | None = None, atol: float | None = None, pipeline: str = "default",
-                  import_options=None, pass_options=None) -> CompareReport:
+                  import_options=None, pass_options=None, global_arrays: bool | None = None,
+                  ulps: float | None = None) -> CompareReport:
+    """Run both dumps on the same inputs and compare every matched instruction and the
+    outputs.  `global_arrays`: inputs are whole arrays split by each side's shardings and
+    values are compared in global form (None: when the two sides' parameters differ in
+    shape and one runs on several devices, a module before and after SPMD partitioning)."""
     import dataclasses
 
     from converter.runtime.convert import convert_module
-    from converter.common.errors import ConverterError
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
     from converter.importer.core import ImportOptions
@@ -214,50 +335,124 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
         module = convert_module(hlo, pipeline=pipeline, import_options=options, pass_options=pass_options)
         programs.append(program_from_module(module, hlo, hlo.path))
     a, b = programs
-    if inputs_path:
-        inputs = read_inputs(inputs_path, a)
+    describe = f"({', '.join(p.describe() for p in a.params)} vs {', '.join(p.describe() for p in b.params)})"
+    n_outs = [sum(1 for s in p.results if not s.name.startswith("tap:")) for p in programs]
+    if len(a.params) != len(b.params) or [p.element_type for p in a.params] != [p.element_type for p in b.params] \
+            or n_outs[0] != n_outs[1]:
+        raise ConverterError(f"error: {path_a} and {path_b} take or return different values {describe}, "
+                             f"{n_outs[0]} vs {n_outs[1]} output(s): not two dumps of one program")
+    same_shapes = [p.shape for p in a.params] == [p.shape for p in b.params] and a.num_devices == b.num_devices
+    if global_arrays is None:
+        global_arrays = not same_shapes and max(a.num_devices, b.num_devices) > 1
+    if not global_arrays and not same_shapes:
+        raise ConverterError(f"error: {path_a} and {path_b} take different parameters {describe} on "
+                             f"{a.num_devices} and {b.num_devices} device(s): not two dumps of one program")
+    sides = [Side(p, path, is_unpartitioned(h, p.num_devices), [s.sharding for s in p.params],
+                  [s.sharding for s in p.results if not s.name.startswith("tap:")])
+             for p, path, h in zip(programs, (path_a, path_b), hlos)]
+    global_form = ""
+    if global_arrays:
+        _fill_shardings(sides)
+        arrays = _global_inputs(sides, inputs_path, seed)
+        inputs = [s.inputs(arrays) for s in sides]
+        global_form = "; ".join(f"{'A' if i == 0 else 'B'} " + (
+            "computes on whole arrays" if s.whole else f"is partitioned over {s.n} devices (inputs split by its "
+            "shardings, outputs assembled)") for i, s in enumerate(sides))
     else:
-        # A snapshot brings the arguments it recorded: compare on those.
-        from converter.hlo.proto import read_snapshot
+        if inputs_path:
+            shared = read_inputs(inputs_path, a)
+        else:
+            # A snapshot brings the arguments it recorded: compare on those.
+            from converter.hlo.proto import read_snapshot
 
-        snapshots = [s for s in (read_snapshot(path_a), read_snapshot(path_b)) if s is not None]
-        inputs = a.check_inputs(snapshots[0].arguments) if snapshots and a.num_devices == 1 else a.random_inputs(seed)
-    if [p.shape for p in a.params] != [p.shape for p in b.params] or \
-            [p.element_type for p in a.params] != [p.element_type for p in b.params]:
-        raise ConverterError(f"error: {path_a} and {path_b} take different parameters "
-                             f"({', '.join(p.describe() for p in a.params)} vs "
-                             f"{', '.join(p.describe() for p in b.params)}): not two dumps of one program")
-    outs_a = dict(zip((s.name for s in a.results), a(*inputs)))
-    outs_b = dict(zip((s.name for s in b.results), b(*inputs)))
+            snapshots = [s for s in (read_snapshot(path_a), read_snapshot(path_b)) if s is not None]
+            shared = a.check_inputs(snapshots[0].arguments) if snapshots and a.num_devices == 1 \
+                else a.random_inputs(seed)
+        inputs = [shared, shared]
+    outs_a = dict(zip((s.name for s in a.results), a(*inputs[0])))
+    outs_b = dict(zip((s.name for s in b.results), b(*inputs[1])))
+
+    def diff(actual: np.ndarray, expected: np.ndarray) -> Difference:
+        default_rtol, _ = ulp_tolerance(expected.dtype, ulps)
+        return compare(actual, expected, default_rtol if rtol is None else rtol, 0.0 if atol is None else atol,
+                       scale_floor=True)
+
     pairs = []
+    skipped = 0
     for k in common:
         name_a, name_b = chosen[k][0].name, chosen[k][1].name
         value_a, value_b = outs_a[f"tap:{name_a}"], outs_b[f"tap:{name_b}"]
-        pairs.append(Pair(k, name_a, name_b, compare(value_b.reshape(value_a.shape), value_a, rtol, atol)))
-    # First divergences: diverging pairs with no diverging matched ancestor in A.
-    bad = {p.a for p in pairs if not p.diff.ok}
-    operands = flats[0].operands
-    memo: dict[str, bool] = {}
+        if global_arrays:
+            lined = _line_up(sides[0].value(value_a, None, True), sides[1].value(value_b, None, True))
+            if isinstance(lined, str):
+                skipped += 1
+                continue
+            value_a, value_b = lined
+        elif value_a.size != value_b.size:
+            skipped += 1
+            continue
+        pairs.append(Pair(k, name_a, name_b, diff(value_b.reshape(value_a.shape), value_a)))
+    outputs, not_compared = [], []
+    out_names = [s.name for s in a.results if not s.name.startswith("tap:")]
+    for index, name in enumerate(out_names):
+        value_a, value_b = outs_a[name], outs_b[name]
+        if global_arrays:
+            lined = _line_up(sides[0].value(value_a, sides[0].result_shardings[index], False),
+                             sides[1].value(value_b, sides[1].result_shardings[index], False))
+            if isinstance(lined, str):
+                not_compared.append((name, lined))
+                continue
+            value_a, value_b = lined
+        if value_a.shape != value_b.shape:
+            not_compared.append((name, f"shapes differ ({list(value_a.shape)} vs {list(value_b.shape)})"))
+            continue
+        outputs.append((name, diff(value_b, value_a)))
+    _mark_first_and_healed(pairs, flats[0], hlos[0], outputs, out_names)
+    report = CompareReport(path_a, path_b, pairs, outputs, len(keyed_a) - len(common), len(keyed_b) - len(common),
+                           not_compared, skipped, global_form)
+    report.tolerance = _describe_tolerance(a, rtol, atol, ulps)
+    return report
 
-    def bad_ancestor(name: str) -> bool:
-        """Whether a strict ancestor of `name` is a diverging matched instruction."""
-        if name in memo:
-            return memo[name]
-        memo[name] = False  # loops through while bodies: cut the cycle
-        result = any(op in bad or bad_ancestor(op) for op in operands.get(name, []))
-        memo[name] = result
-        return result
 
-    # A difference that no matched instruction computed from it shows again is most
-    # likely two compilations computing different intermediates under one op_name (a
-    # division became a multiplication by a broadcast reciprocal): "healed".
+def _describe_tolerance(program, rtol: float | None, atol: float | None, ulps: float | None) -> str:
+    dtypes = sorted({s.dtype for s in program.results if s.dtype.kind in "fcV" or "float" in s.dtype.name},
+                    key=lambda d: d.name)
+    measure = "of max(|A's value|, the RMS of both tensors)"
+    if rtol is None and atol is None:
+        parts = [f"{d.name} {ulp_tolerance(d, ulps)[0]:.2g}" for d in dtypes]
+        count = f"{ulps:g} ulps" if ulps is not None else "each dtype's default ulps (" + ", ".join(
+            f"{d.name} {DUMP_ULPS.get(d.name, DUMP_ULPS['default'])}" for d in dtypes) + ")"
+        return f"{count} {measure}" + (f": rtol {', '.join(parts)}" if parts else "") + "; integers exactly"
+    return f"rtol {rtol if rtol is not None else 'by dtype'} {measure}, atol {atol or 0:g}; integers exactly"
+
+
+def _output_instructions(hlo: Module, out_names: list[str]) -> dict[str, str]:
+    """The entry instruction each output's value comes from (the root, or the root
+    tuple's operand)."""
+    root = hlo.entry.root
+    if root.opcode == "tuple" and len(root.operands) == len(out_names):
+        return {n: op.split("#")[0] for n, op in zip(out_names, root.operands)}
+    return {n: root.name for n in out_names}
+
+
+def _mark_first_and_healed(pairs: list[Pair], flat: Flat, hlo: Module, outputs: list[tuple[str, Difference]],
+                           out_names: list[str]) -> None:
+    """Sort `pairs` in A's dependency order and mark the first divergences (diverging
+    pairs with no diverging matched ancestor in A) and the healed ones."""
+    operands = flat.operands
     users: dict[str, list[str]] = {}
     for name, ops in operands.items():
         for op in ops:
             users.setdefault(op, []).append(name)
     matched = {p.a: p for p in pairs}
-    position = {i.name: n for n, i in enumerate(flats[0].order)}
+    position = {i.name: n for n, i in enumerate(flat.order)}
     pairs.sort(key=lambda p: position[p.a])
+    out_instr = _output_instructions(hlo, out_names)
+    differing_outputs = {out_instr[n] for n, d in outputs if not d.ok and n in out_instr}
+    # A difference that no matched instruction computed from it shows again, and that
+    # reaches no differing output, is most likely two compilations computing different
+    # intermediates under one op_name (a division became a multiplication by a broadcast
+    # reciprocal): "healed".  One whose effect reaches an output that differs never is.
     for p in reversed(pairs):  # descendants first: a healed one counts as agreeing
         if p.diff.ok:
             continue
@@ -270,24 +465,89 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
             if name in matched:
                 later.append(matched[name])
             todo.extend(users.get(name, []))
-        p.healed = bool(later) and all(q.diff.ok or q.healed for q in later)
-    bad.difference_update(p.a for p in pairs if p.healed)
-    memo.clear()
+        p.healed = bool(later) and all(q.diff.ok or q.healed for q in later) and not (seen & differing_outputs)
+    bad = {p.a for p in pairs if not p.diff.ok and not p.healed}
+    memo: dict[str, bool] = {}
+
+    def bad_ancestor(name: str) -> bool:
+        """Whether a strict ancestor of `name` is a diverging matched instruction."""
+        if name in memo:
+            return memo[name]
+        memo[name] = False  # loops through while bodies: cut the cycle
+        result = any(op in bad or bad_ancestor(op) for op in operands.get(name, []))
+        memo[name] = result
+        return result
+
     for p in pairs:
         p.first = not p.diff.ok and not p.healed and not bad_ancestor(p.a)
-    outputs = []
-    for name in outs_a:
-        if name.startswith("out") and name in outs_b:
-            outputs.append((name, compare(outs_b[name], outs_a[name], rtol, atol)))
-    return CompareReport(path_a, path_b, pairs, outputs, len(keyed_a) - len(common), len(keyed_b) - len(common))
+
+
+def _fill_shardings(sides: list[Side]) -> None:
+    """Each partitioned side's missing shardings: from its before-optimizations sibling
+    (`--xla_dump_to` writes it beside the optimized dump), then from the other side (one
+    program's entry: jit's in/out shardings are the same before and after partitioning)."""
+    from converter.runtime.sharding import before_optimizations_sibling, shardings_with_fallback
+
+    for side in sides:
+        if side.whole:
+            continue
+        try:
+            params, results = shardings_with_fallback(side.program, before_optimizations_sibling(side.path))
+        except ConverterError:
+            params, results = side.param_shardings, side.result_shardings
+        side.param_shardings = list(params)
+        side.result_shardings = list(results)[: len(side.result_shardings)]
+    for side, other in (sides, sides[::-1]):
+        side.param_shardings = [s if s is not None else o for s, o in zip(side.param_shardings, other.param_shardings)]
+        side.result_shardings = [s if s is not None else o
+                                 for s, o in zip(side.result_shardings, other.result_shardings)]
+
+
+def _global_inputs(sides: list[Side], inputs_path: str | None, seed: int) -> list[np.ndarray]:
+    """Whole arrays, one per parameter: from `inputs_path` (keyed arg0..argN), or random
+    from `seed` in the global shape (a whole side's parameter shape, or a partitioned
+    side's per-device shape times its sharding's tile counts)."""
+    from converter.runtime.program import _random_values, read_inputs
+    from converter.runtime.sharding import _parse
+
+    ref = next((s for s in sides if s.whole), sides[0])
+    shapes = []
+    for i, spec in enumerate(ref.program.params):
+        shape = tuple(spec.shape)
+        if not ref.whole:
+            sh = _parse(ref.param_shardings[i])
+            if sh is not None and sh.kind == "tiled" and len(sh.data_tile_dims) == len(shape):
+                shape = tuple(d * t for d, t in zip(shape, sh.data_tile_dims))
+        shapes.append(shape)
+    if inputs_path:
+        arrays = read_inputs(inputs_path, ref.program, per_device=False)
+        out = []
+        for arr, spec, shape in zip(arrays, ref.program.params, shapes):
+            if arr.dtype.kind == "V" and arr.dtype.itemsize == spec.dtype.itemsize:
+                arr = arr.view(spec.dtype)
+            if tuple(arr.shape) != shape or arr.dtype != spec.dtype:
+                raise ConverterError(f"error: {inputs_path}: arg{spec.index} ({spec.name}) is {arr.dtype}"
+                                     f"{list(arr.shape)}; the whole array is {spec.dtype}{list(shape)}")
+            out.append(arr)
+        return out
+    return [_random_values(np.random.default_rng([seed, spec.index]), spec, shape)
+            for spec, shape in zip(ref.program.params, shapes)]
 
 
 def format_report(report: CompareReport, max_rows: int = 60) -> str:
     from converter.common.textfmt import table
 
-    lines = [f"A: {report.path_a}", f"B: {report.path_b}",
-             f"{len(report.pairs)} instruction(s) matched by op_name, source location and shape "
-             f"({report.unmatched_a} of A and {report.unmatched_b} of B without a counterpart)"]
+    lines = [f"A: {report.path_a}", f"B: {report.path_b}"]
+    if report.global_form:
+        lines.append(f"global form: {report.global_form}")
+    lines.append(f"{len(report.pairs)} instruction(s) matched by op_name, source location and shape "
+                 f"({report.unmatched_a} of A and {report.unmatched_b} of B without a counterpart)")
+    if report.skipped:
+        lines.append(f"{report.skipped} more matched instruction(s) not compared: on the partitioned side their "
+                     "per-device values are not one replicated value (a shard, or a partial sum before its "
+                     "all-reduce); the outputs are compared whole")
+    if report.tolerance:
+        lines.append(f"tolerance: {report.tolerance}")
     first = report.first
     if first:
         lines.append("\nfirst divergence (in dependency order; nothing before it that is matched diverges):")
@@ -310,32 +570,69 @@ def format_report(report: CompareReport, max_rows: int = 60) -> str:
             lines.append(f"(showing {len(shown)} of {len(report.pairs)} rows; --max-rows to see more)")
         lines.append(table(rows, ["A", "B", "op_name", "shape", "max abs", "max rel", "verdict"]))
     if any(p.healed for p in shown):
-        lines.append("* differs, but every matched instruction computed from it agrees: most likely the two "
-                     "compilations compute different intermediates under one op_name")
-    if report.outputs:
+        lines.append("* differs, but every matched instruction computed from it agrees and no output it reaches "
+                     "differs: most likely the two compilations compute different intermediates under one op_name")
+    if report.outputs or report.not_compared:
         lines.append("")
         lines.append(table([[n, f"{d.max_abs:.3g}", f"{d.max_rel:.3g}", "ok" if d.ok else "DIFFERS"]
-                            for n, d in report.outputs], ["output", "max abs", "max rel", "verdict"]))
-    lines.append("verdict: " + ("the dumps agree within tolerance" if report.ok else
-                                "the dumps diverge" + (f", first at A %{first[0].a} / B %{first[0].b}" if first else "")))
+                            for n, d in report.outputs]
+                           + [[n, "-", "-", "NOT COMPARED"] for n, _ in report.not_compared],
+                           ["output", "max abs", "max rel", "verdict"]))
+        for name, why in report.not_compared:
+            lines.append(f"{name} not compared: {why}")
+    near = report.within_tolerance
+    if near and not report.differs:
+        worst = max(near, key=lambda p: p.diff.max_rel)
+        lines.append(f"note: {len(near)} matched instruction(s) differ within tolerance (largest: A %{worst.a}, "
+                     f"max rel {worst.diff.max_rel:.3g}); --ulps 0 reports every difference")
+    status = report.exit_status
+    if status == 3:
+        verdict = "the dumps differ" + (f", first at A %{first[0].a} / B %{first[0].b}" if first else
+                                        " (at the outputs only)")
+    elif status == 4:
+        verdict = ("not established: " + (f"{len(report.not_compared)} output(s) could not be compared"
+                                          if report.not_compared else "no output to compare")
+                   + (", and everything compared agrees" if report.outputs or report.pairs else ""))
+    else:
+        verdict = "the dumps agree within tolerance"
+    lines.append(f"verdict: {verdict}")
     return "\n".join(lines)
 
 
 def add_compare_parser(sub) -> None:
-    p = sub.add_parser("compare", help="run two dumps of one program on the same inputs and show where they diverge")
+    p = sub.add_parser(
+        "compare", help="run two dumps of one program on the same inputs and show where they diverge",
+        description="Run two dumps of one program (before/after optimizations, two backends or XLA versions) on "
+                    "the same inputs and name the first matched instruction whose values differ.  Exit status: "
+                    "0 the values agree, 3 they differ, 4 an output could not be compared (which and why is "
+                    "printed), 1 bad input, 2 bad command line.  Floats differ when an element is more than "
+                    "--ulps units in the last place of its dtype (default 64 for f32/f64, 8 for f16/bf16, 4 for "
+                    "fp8) away, measured at max(|A's value|, the RMS of both tensors); integers must be equal.")
     p.add_argument("dump_a", metavar="A")
     p.add_argument("dump_b", metavar="B")
-    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed); "
+                   "whole arrays with --global")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rtol", type=float, help="relative tolerance (default: fitted to each dtype)")
-    p.add_argument("--atol", type=float, help="absolute tolerance (default: fitted to each dtype)")
+    p.add_argument("--global", dest="global_arrays", action="store_true", default=None,
+                   help="inputs are whole arrays, split by each side's shardings; outputs are compared assembled "
+                        "(the default when one side runs on global shapes and the other is partitioned, as "
+                        "before and after SPMD partitioning)")
+    p.add_argument("--ulps", type=float, help="tolerance in units in the last place of each dtype (see above)")
+    p.add_argument("--rtol", type=float, help="relative tolerance, at max(|A's value|, the tensors' RMS) "
+                   "(default: --ulps of each dtype)")
+    p.add_argument("--atol", type=float, help="absolute tolerance added to it (default 0)")
     p.add_argument("--max-rows", type=int, default=60, help="rows of the table (default 60)")
 
 
 def cmd_compare(args) -> int:
     from converter.tools.options import import_options_from_args, pass_options_from_args
 
-    report = compare_dumps(args.dump_a, args.dump_b, args.inputs, args.seed, args.rtol, args.atol,
-                           args.pipeline, import_options_from_args(args), pass_options_from_args(args))
+    try:
+        report = compare_dumps(args.dump_a, args.dump_b, args.inputs, args.seed, args.rtol, args.atol,
+                               args.pipeline, import_options_from_args(args), pass_options_from_args(args),
+                               global_arrays=args.global_arrays, ulps=args.ulps)
+    except NotComparable as e:
+        print(f"{e}\nverdict: not established: the two dumps' values cannot be lined up", file=sys.stderr)
+        return 4
     print(format_report(report, args.max_rows))
-    return 0 if report.ok else 1
+    return report.exit_status

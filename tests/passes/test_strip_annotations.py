@@ -11,7 +11,7 @@ import pytest
 from converter.runtime.program import program_from_module
 from passes import PassError
 from passes.lib.rewrite import custom_calls
-from passes.strip_annotations import ANNOTATION_TARGETS
+from passes.strip_annotations import ANNOTATION_TARGETS, NO_RESULT_TARGETS
 from tests.helpers import assert_close, convert_then
 
 # The attributes XLA writes on each annotation (a sharding, a placement) — the pass must
@@ -35,7 +35,7 @@ def _annotated(targets: list[str], dtype: str = "f32") -> str:
     return "HloModule annotated\nENTRY main {\n" + "\n".join(lines) + "\n}\n"
 
 
-SHAPE_PRESERVING = [t for t in ANNOTATION_TARGETS if t != "InspectSharding"]
+SHAPE_PRESERVING = [t for t in ANNOTATION_TARGETS if t not in NO_RESULT_TARGETS]
 
 
 @pytest.mark.parametrize("target", SHAPE_PRESERVING)
@@ -97,4 +97,31 @@ ENTRY main {
 }
 """
     with pytest.raises(PassError, match=r"<test>:4:3: .*SPMDFullToShardShape.*changes the shape of its operand"):
+        convert_then(hlo, ["strip-annotations"])
+
+
+def test_shardy_sharding_group_is_erased_and_function_result_sharding_passes_through():
+    """The forms jax 0.10-0.12 write before SPMD partitioning (checked on their
+    `--xla_dump_to` dumps of jit with shardings and of shard_map)."""
+    hlo = """HloModule sdy, num_partitions=2, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=2]>}}
+ENTRY main {
+  x = f32[4]{0} parameter(0), sharding={devices=[2]<=[2]}, frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mesh, [{\\"x\\"}]>"}
+  g = () custom-call(x), custom_call_target="xla.sdy.ShardingGroup", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding_group_id="0"}
+  n = f32[4]{0} negate(x)
+  ROOT r = f32[4]{0} custom-call(n), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding="#sdy.sharding_per_value<[<@mesh, [{\\"x\\"}]>]>"}
+}
+"""
+    assert len(custom_calls(convert_then(hlo, []))) == 2
+    module = convert_then(hlo, ["strip-annotations"])
+    assert not custom_calls(module)
+
+
+def test_a_shard_map_boundary_that_splits_is_refused_naming_it():
+    hlo = """HloModule sm, num_partitions=2
+ENTRY main {
+  x = f32[8,4]{1,0} parameter(0), sharding={devices=[2,1]<=[2]}
+  ROOT s = f32[4,4]{1,0} custom-call(x), custom_call_target="xla.sdy.GlobalToLocalShape", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.manual_axes="#sdy<manual_axes{\\"x\\"}>"}
+}
+"""
+    with pytest.raises(PassError, match=r"<test>:4:3: .*xla.sdy.GlobalToLocalShape.*shard_map"):
         convert_then(hlo, ["strip-annotations"])
