@@ -294,8 +294,9 @@ def _line_up(va: tuple[np.ndarray | None, bool],
     if stack_a or stack_b:
         stack, other = (a, b) if stack_a else (b, a)
         if stack[0].size != other.size:
-            return (f"per-device shape {list(stack.shape[1:])} against the global {list(other.shape)}, and the dump "
-                    "gives no sharding to assemble it")
+            return (f"per-device shape {list(stack.shape[1:])} against the global {list(other.shape)}, and neither "
+                    "dump gives the sharding to assemble it (XLA chose it: a jit without out_shardings; its "
+                    "optimized dump does not record it)")
         if not all(np.array_equal(stack[0], s, equal_nan=True) for s in stack[1:]):
             return "the devices hold different values of the global shape (a shard or a partial sum)"
         other = np.broadcast_to(other.reshape(stack.shape[1:]), stack.shape)
