@@ -297,7 +297,7 @@ def _computed_from(path: str, name: str) -> tuple[set[str], bool]:
     return seen, in_loop
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_mutated_instruction_is_named_first(data, tmp_path):
     name = data.draw(st.sampled_from(MUTATION_DUMPS), label="dump")
