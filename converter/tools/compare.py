@@ -343,14 +343,17 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
         raise ConverterError(f"error: {path_a} and {path_b} take or return different values {describe}, "
                              f"{n_outs[0]} vs {n_outs[1]} output(s): not two dumps of one program")
     same_shapes = [p.shape for p in a.params] == [p.shape for p in b.params] and a.num_devices == b.num_devices
+    whole = [is_unpartitioned(h, p.num_devices) for h, p in zip(hlos, programs)]
     if global_arrays is None:
-        global_arrays = not same_shapes and max(a.num_devices, b.num_devices) > 1
+        # Also when the shapes agree (every parameter replicated): the partitioned side may
+        # still split the work across devices, assuming each holds the same value.
+        global_arrays = (not same_shapes or whole[0] != whole[1]) and max(a.num_devices, b.num_devices) > 1
     if not global_arrays and not same_shapes:
         raise ConverterError(f"error: {path_a} and {path_b} take different parameters {describe} on "
                              f"{a.num_devices} and {b.num_devices} device(s): not two dumps of one program")
-    sides = [Side(p, path, is_unpartitioned(h, p.num_devices), [s.sharding for s in p.params],
+    sides = [Side(p, path, w, [s.sharding for s in p.params],
                   [s.sharding for s in p.results if not s.name.startswith("tap:")])
-             for p, path, h in zip(programs, (path_a, path_b), hlos)]
+             for p, path, w in zip(programs, (path_a, path_b), whole)]
     global_form = ""
     if global_arrays:
         _fill_shardings(sides)

@@ -373,6 +373,8 @@ def manual(x):
                      out_specs=P(None, None))(x)
 def unsaid(x):
     return jax.lax.with_sharding_constraint(jnp.sin(x), S(None, "y")) * 2
+def inside(x):
+    return jax.lax.with_sharding_constraint(jnp.sin(x) * 2, S("x", "y")).sum(0)
 f32 = lambda *s: jnp.zeros(s, jnp.float32)
 jax.jit(mlp, in_shardings=(S("x", None), S(None, "y"), S("y", None)), out_shardings=S("x", None)).lower(
     f32(16, 64), f32(64, 32), f32(32, 8)).compile()
@@ -380,6 +382,7 @@ jax.jit(reduction, in_shardings=(S("x", "y"),), out_shardings=(S("x"), S())).low
 jax.jit(contraction, in_shardings=(S(None, "x"), S("x", None)), out_shardings=S()).lower(f32(8, 32), f32(32, 4)).compile()
 jax.jit(manual, in_shardings=S("x", None)).lower(f32(8, 4)).compile()
 jax.jit(unsaid, in_shardings=S("x", None)).lower(f32(8, 4)).compile()
+jax.jit(inside, in_shardings=S(), out_shardings=S()).lower(f32(8, 4)).compile()
 '''
 
 
@@ -394,7 +397,7 @@ def sharded_pairs(tmp_path_factory) -> dict[str, tuple[str, str]]:
                        timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
     assert r.returncode == 0, r.stderr[-3000:]
     pairs = {}
-    for name in ("mlp", "reduction", "contraction", "manual", "unsaid"):
+    for name in ("mlp", "reduction", "contraction", "manual", "unsaid", "inside"):
         before = [f for f in os.listdir(d) if f.endswith(f".jit_{name}.before_optimizations.txt")]
         after = [f for f in os.listdir(d) if f.endswith(f".jit_{name}.cpu_after_optimizations.txt")]
         assert len(before) == 1 and len(after) == 1, sorted(os.listdir(d))
@@ -428,6 +431,14 @@ def test_a_sharded_programs_own_pair_agrees_in_global_form_and_a_change_is_repor
     report = compare_dumps(before, str(changed), seed=5)
     assert report.exit_status == 3, format_report(report)
     assert not any(p.healed for p in report.pairs)
+
+
+def test_replicated_parameters_split_inside_are_compared_in_global_form(sharded_pairs):
+    """Every parameter replicated (same shapes on both sides), the work split inside by a
+    sharding constraint: the partitioned side assumes every device holds the same input,
+    so the inputs are whole arrays here too."""
+    report = compare_dumps(*sharded_pairs["inside"], seed=5)
+    assert report.global_form and report.exit_status == 0, format_report(report)
 
 
 def test_a_shard_map_before_partitioning_is_refused_naming_it(sharded_pairs):
