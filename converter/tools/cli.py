@@ -20,6 +20,7 @@ from converter.tools.options import (  # noqa: E402  (argparse only; no jaxlib i
     add_pipeline_args,
     add_plugin_args,
     add_unknown_attributes_arg,
+    check_output_args,
     import_options_from_args,
     load_plugins,
     pass_options_from_args,
@@ -333,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         if not re.fullmatch(r"[^=\s]+=[\w.]+:[\w.]+", item):
             parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
     try:
+        check_output_args(args)  # before any work: a bad output path is a bad command line
         if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
             load_plugins(args)
         return COMMANDS[args.command](args)
