@@ -306,12 +306,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv
     args = parser.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
     args.argv = argv
+    args.own_process = argv_given is None  # the process is this command: its work may run in a stoppable child
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

@@ -223,6 +223,8 @@ def run_command(args) -> int:
         if args.save_inputs:
             raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")
         return _run(args, group, None)
+    if not getattr(args, "own_process", False):  # called from Python (a notebook, a test): run here
+        return _run(args, None, None)
     started = _process_started()
     # The work runs where Ctrl-C / SIGTERM can stop it at once (converter.tools.stoppable).
     return run_stoppable(lambda: _run(args, None, started), [args.outputs, args.save_inputs], "run")
@@ -323,7 +325,7 @@ def _run(args, group, process_started: float | None) -> int:
             with stages.timed("statistics"):
                 rows = [[spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)]
                         for spec, arr in zip(program.results, outputs)]
-        with stages.timed("checks"):
+        with stages.timed("memory analysis"):
             mem = program.memory() if engine is program else None
     finally:
         progress.done()

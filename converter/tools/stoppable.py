@@ -70,8 +70,21 @@ def run_stoppable(work: Callable[[], int], outputs: Sequence[str], command: str 
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
+
+    def on_signal(signum, frame):  # noqa: ARG001
+        raise _Stop(signum)
+
+    # Installed before the fork, so that no signal falls between the fork and the wait.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        pid = os.fork()
+    except OSError:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        return work()
     if pid == 0:  # the child: its own process group, so a terminal's Ctrl-C reaches only the parent
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         try:
             os.setpgid(0, 0)
             _die_with_parent()
@@ -80,22 +93,15 @@ def run_stoppable(work: Callable[[], int], outputs: Sequence[str], command: str 
             code = work()
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
-        except BaseException:  # noqa: BLE001 - the caller's handlers run in the child
-            raise
         sys.stdout.flush()
         sys.stderr.flush()
         return code
     try:
-        os.setpgid(pid, pid)
-    except OSError:  # the child has already done it (or already exited)
-        pass
-
-    def on_signal(signum, frame):  # noqa: ARG001
-        raise _Stop(signum)
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
         try:
+            try:
+                os.setpgid(pid, pid)
+            except OSError:  # the child has already done it (or already exited)
+                pass
             _, status = os.waitpid(pid, 0)
         except _Stop as stop:
             _stop_child(pid, outputs)
@@ -118,9 +124,12 @@ def run_stoppable(work: Callable[[], int], outputs: Sequence[str], command: str 
 
 def _stop_child(pid: int, outputs: Sequence[str]) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        os.killpg(pid, signal.SIGKILL)  # the child and whatever it started
+    except ProcessLookupError:  # its group is not made yet
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     while True:
         try:
             os.waitpid(pid, 0)
