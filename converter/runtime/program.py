@@ -57,6 +57,11 @@ class ArgSpec:
 MAX_CPU_DEVICES = 1024
 
 
+# Set by a run over several processes: joins the process group (which fixes this process's
+# share of CPU devices) as soon as conversion knows the module's device count.
+device_setup: Callable[[int], None] | None = None
+
+
 def reserve_cpu_devices(n: int) -> None:
     """Make JAX's CPU backend have at least `n` devices whenever it starts in this process,
     without starting it.  Conversion calls this as soon as it knows the module's device
@@ -68,6 +73,9 @@ def reserve_cpu_devices(n: int) -> None:
     import os
     import sys
 
+    if device_setup is not None:
+        device_setup(n)
+        return
     if n <= 1 or n > MAX_CPU_DEVICES:  # above the maximum, compile() refuses by name
         return
     if "jax" not in sys.modules:

@@ -146,21 +146,30 @@ _RATES: tuple[float, float] | None = None
 
 
 def machine_rates() -> tuple[float, float]:
-    """(FLOP/s, bytes/s) of one core of this machine, measured once per process (about 50
-    ms): an f32 matrix product through NumPy's BLAS and a copy of 32 MiB."""
+    """(FLOP/s, bytes/s) of XLA's CPU code on this machine as it is loaded now, measured
+    once per process (a few tenths of a second): a 512x512 f32 matrix product and an
+    elementwise pass over 16 MiB (larger outputs measure page faults), compiled by jaxlib like the module itself (NumPy's BLAS
+    would measure another library's threading)."""
     global _RATES
     if _RATES is None:
-        a = np.ones((384, 384), np.float32)
+        import jax
+        import jax.numpy as jnp
+
+        device = jax.devices("cpu")[0]
+        a = jax.device_put(np.ones((512, 512), np.float32), device)
+        v = jax.device_put(np.ones(1 << 22, np.float32), device)
+        matmul = jax.jit(lambda m: m @ m)
+        stream = jax.jit(lambda x: x * jnp.float32(1.5))
+        matmul(a).block_until_ready()
+        stream(v).block_until_ready()
         best_flops = best_bytes = 0.0
-        src = np.ones(1 << 23, np.float32)
-        dst = np.empty_like(src)
-        for _ in range(3):
+        for _ in range(5):
             t = time.perf_counter()
-            a @ a
-            best_flops = max(best_flops, 2 * 384 ** 3 / max(time.perf_counter() - t, 1e-9))
+            matmul(a).block_until_ready()
+            best_flops = max(best_flops, 2 * 512 ** 3 / max(time.perf_counter() - t, 1e-9))
             t = time.perf_counter()
-            np.copyto(dst, src)
-            best_bytes = max(best_bytes, 2 * src.nbytes / max(time.perf_counter() - t, 1e-9))
+            stream(v).block_until_ready()
+            best_bytes = max(best_bytes, 2 * v.nbytes / max(time.perf_counter() - t, 1e-9))
         _RATES = (best_flops, best_bytes)
     return _RATES
 
@@ -173,12 +182,11 @@ def _while_loops(program) -> int | None:
 
 def cost_estimate(program, progress: _Progress) -> str | None:
     """What one execution will cost, from XLA's cost analysis of the compiled module (per
-    device: FLOPs and bytes accessed), and how long it should take here: between the
-    slower of compute and memory traffic at this machine's measured rates with the devices
-    spread over its cores, and their sum with the devices one after another.  XLA's
-    analysis counts a while loop's body once, not once per iteration."""
-    import os
-
+    device: FLOPs and bytes accessed), and how long it should take here at the rates XLA's
+    code reaches on this machine now (`machine_rates`; each uses every core, so the devices
+    share them): from the slower of compute and memory traffic to three times their sum
+    (elementwise and reduction code is slower than a matrix product).  XLA's analysis
+    counts a while loop's body once, not once per iteration."""
     try:
         analysis = program.compile().cost_analysis()
     except Exception:  # noqa: BLE001 - jaxlib versions that lack it: no estimate, say so
@@ -188,11 +196,10 @@ def cost_estimate(program, progress: _Progress) -> str | None:
     flops = float(analysis.get("flops", 0.0)) + float(analysis.get("transcendentals", 0.0))
     nbytes = float(analysis.get("bytes accessed", 0.0))
     devices = len(program.local)
-    cores = os.cpu_count() or 1
     flop_rate, byte_rate = machine_rates()
     t_flops, t_bytes = flops / flop_rate, nbytes / byte_rate
-    low = max(t_flops, t_bytes) * devices / min(devices, cores)
-    high = (t_flops + t_bytes) * devices * 4  # XLA's CPU code is slower than BLAS outside dots
+    low = max(t_flops, t_bytes) * devices
+    high = (t_flops + t_bytes) * devices * 3
     loops = _while_loops(program)
     caveat = ""
     if loops is None or loops:
@@ -202,8 +209,8 @@ def cost_estimate(program, progress: _Progress) -> str | None:
     per = "per device, " if devices > 1 else ""
     span = _seconds(high) if _seconds(low) == _seconds(high) else f"{_seconds(low)}–{_seconds(high)}"
     return (f"cost: {flops / 1e9:.3g} GFLOP and {human_bytes(nbytes)} accessed {per}by XLA's cost analysis; "
-            f"estimated execution {span} on this machine ({flop_rate / 1e9:.0f} GFLOP/s, "
-            f"{byte_rate / 1e9:.1f} GB/s per core measured, {cores} core(s) for {devices} device(s))"
+            f"estimated execution {span} on this machine (XLA's CPU code measured here now: "
+            f"{flop_rate / 1e9:.1f} GFLOP/s, {byte_rate / 1e9:.1f} GB/s, shared by {devices} device(s))"
             + (f"; {caveat}" if caveat else ""))
 
 
@@ -245,6 +252,8 @@ def _run(args, group, process_started: float | None) -> int:
 
     progress = _Progress()
     engine = program = None
+    if group is not None:  # joined once conversion knows the device count, before anything starts JAX
+        runtime.device_setup = lambda count: distributed.join(group, count, args.heartbeat_timeout)
     try:
         progress("convert")
         with stages.timed("read snapshot"):
