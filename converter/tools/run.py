@@ -47,8 +47,9 @@ class _Progress:
             low, high = self.expected
             spent = now - self.stage_start
             if spent <= high:
+                done_high = min(99, int(100 * spent / max(low, 1e-9)))
                 text += (f"; executing for {spent:.0f} s of an estimated {_seconds(low)} to {_seconds(high)} "
-                         f"(at most {min(99, int(100 * spent / max(low, 1e-9)))}% done by the low estimate)")
+                         f"(about {int(100 * spent / high)}–{done_high}% done)")
             else:
                 text += f"; executing for {spent:.0f} s, past the estimate of {_seconds(high)}"
             if self.caveat:
