@@ -244,8 +244,9 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("when,signum", [("executing", signal.SIGINT), ("executing", signal.SIGTERM),
-                                         ("converting", signal.SIGINT)])
+@pytest.mark.parametrize("when,signum", [("executing", signal.SIGINT),
+                                         pytest.param("executing", signal.SIGTERM, marks=pytest.mark.slow),
+                                         ("converting", signal.SIGTERM)])
 def test_a_signal_stops_the_run_at_once(tmp_path, when, signum):
     """A while loop of 2e9 iterations: the signal stops it within seconds, exit 130/143,
     'interrupted', no output file and no process left."""
@@ -342,7 +343,7 @@ _LOWERING_CASES = {  # name: (a dump of 2 devices, or a one-device dump to decla
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("cusolver", "mlir") else n
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("lapack", "cusolver", "mlir") else n
                                   for n in _LOWERING_CASES])
 def test_multi_device_dumps_that_lower_with_jax_run_from_the_command_line(name, tmp_path):
     """A fresh process, as a user runs it: a plug-in's JAX lowering (jaxDecomp's
