@@ -21,6 +21,39 @@ def describe_os_error(e: OSError, path: str | None = None) -> str:
     return f"{path}: {e.strerror or e}"
 
 
+def partial_file(path: str, pid: int | None = None) -> str:
+    """The temporary file `write_atomic` writes beside `path` in process `pid` (this one by
+    default) before renaming it: what to remove when that process is stopped midway."""
+    directory = os.path.dirname(os.path.abspath(path))
+    return os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid() if pid is None else pid}")
+
+
+def output_path_problem(path: str, directory_ok: bool = False) -> str | None:
+    """Why `path` cannot be written (None when it can), checked before any work so that a
+    typo in a folder does not cost a whole run: its folder must exist and be writable, and
+    it must not be a folder itself (`directory_ok`: it is a folder to create or fill, whose
+    parent must then exist)."""
+    if not path:
+        return "an empty path"
+    if directory_ok:
+        if os.path.isdir(path):
+            return None if os.access(path, os.W_OK | os.X_OK) else "the directory is not writable"
+        if os.path.exists(path):
+            return "it exists and is not a directory"
+        parent = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(parent):
+            return f"directory {parent} does not exist"
+        return None if os.access(parent, os.W_OK | os.X_OK) else f"directory {parent} is not writable"
+    if os.path.isdir(path):
+        return "it is a directory"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"directory {directory} does not exist"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"directory {directory} is not writable"
+    return None
+
+
 def write_atomic(path: str, data: bytes | str | Callable[[IO[bytes]], None]) -> None:
     """Write `data` (or what the callable writes into a binary file) to `path`, whole or
     not at all: into a temporary file beside it, then renamed."""
@@ -31,7 +64,7 @@ def write_atomic(path: str, data: bytes | str | Callable[[IO[bytes]], None]) -> 
         raise ConverterError(f"error: cannot write {path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK):
         raise ConverterError(f"error: cannot write {path}: directory {directory} is not writable")
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    tmp = partial_file(path)
     try:
         with open(tmp, "w" if isinstance(data, str) else "wb") as f:
             if callable(data):

@@ -28,6 +28,11 @@ def run_passes(module: ir.Module, pipeline: str | list[str] | None, pass_options
                print_ir_after_all: TextIO | None = None, verified_input: bool = True) -> None:
     """Run `pipeline` over `module` in place; with `timings`, add the time of the whole
     pipeline under "passes" and of each pass under "pass:NAME"."""
+    from converter.mlir.module_attributes import module_devices
+    from converter.runtime.program import reserve_cpu_devices
+
+    replicas, partitions = module_devices(module)
+    reserve_cpu_devices(replicas * partitions)  # before a pass (a plug-in's JAX lowering) starts JAX
     start = time.perf_counter()
     report = run_pipeline(module, pipeline, pass_options or PassOptions(path=path), dump_dir=dump_dir,
                           print_ir_after_all=print_ir_after_all, verified_input=verified_input)
@@ -59,6 +64,9 @@ def convert_module(
         merge = merge_before_cse(pipeline)
         if merge is not None:
             options = dataclasses.replace(options, merge_duplicates=merge)
+    from converter.runtime.program import reserve_cpu_devices
+
+    reserve_cpu_devices(hlo.num_devices)  # before anything (a rule, a plug-in's lowering) starts JAX
     start = time.perf_counter()
     # Verified by the pipeline's first verification, not on its own: verifying a large
     # module costs as much as a pass.

@@ -104,11 +104,27 @@ def initialize(group: ProcessGroup, num_devices: int, heartbeat_timeout: int = 3
     return devices, local_device_indices(num_devices, group)
 
 
+_joined: dict[tuple[ProcessGroup, int], tuple[list, list[int]]] = {}
+
+
+def join(group: ProcessGroup, num_devices: int, heartbeat_timeout: int = 30) -> tuple[list, list[int]]:
+    """`initialize` once per process: conversion joins as soon as it knows the device
+    count (a plug-in's JAX lowering would otherwise start JAX's CPU backend first), and
+    `prepare` finds the group joined."""
+    key = (group, num_devices)
+    if key not in _joined:
+        if _joined:
+            raise ConverterError(f"this process joined its group for {next(iter(_joined))[1]} devices; "
+                                 f"the module runs on {num_devices}")
+        _joined[key] = initialize(group, num_devices, heartbeat_timeout)
+    return _joined[key]
+
+
 def prepare(program, group: ProcessGroup, heartbeat_timeout: int = 30) -> None:
     """Join the process group and set `program` to run this process's share of its devices.
     (The runtime has already written float all-reduces and reduce-scatters to fold in group
     order, `ordered-reductions`, so gloo's own summation order does not enter.)"""
-    devices, local = initialize(group, program.num_devices, heartbeat_timeout)
+    devices, local = join(group, program.num_devices, heartbeat_timeout)
     program.use_devices(devices, local)
 
 

@@ -57,6 +57,41 @@ class ArgSpec:
 MAX_CPU_DEVICES = 1024
 
 
+# Set by a run over several processes: joins the process group (which fixes this process's
+# share of CPU devices) as soon as conversion knows the module's device count.
+device_setup: Callable[[int], None] | None = None
+
+
+def reserve_cpu_devices(n: int) -> None:
+    """Make JAX's CPU backend have at least `n` devices whenever it starts in this process,
+    without starting it.  Conversion calls this as soon as it knows the module's device
+    count: a plug-in's JAX lowering, a lapack helper or the custom-call policy start JAX's
+    CPU backend during the passes, and JAX fixes the device count when it starts (a run
+    would then find 1 device for a module of n).  Before JAX is imported, its
+    `JAX_NUM_CPU_DEVICES` variable (the default of `jax_num_cpu_devices`) is set, so that a
+    conversion that never needs JAX does not pay for importing it."""
+    import os
+    import sys
+
+    if device_setup is not None:
+        device_setup(n)
+        return
+    if n <= 1 or n > MAX_CPU_DEVICES:  # above the maximum, compile() refuses by name
+        return
+    if "jax" not in sys.modules:
+        current = os.environ.get("JAX_NUM_CPU_DEVICES", "")
+        if not current.lstrip("-").isdigit() or int(current) < n:
+            os.environ["JAX_NUM_CPU_DEVICES"] = str(n)
+        return
+    import jax
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized():
+        current = jax.config.jax_num_cpu_devices
+        if current is None or current < n:
+            jax.config.update("jax_num_cpu_devices", n)
+
+
 def configure_cpu_devices(n: int, path: str = "<module>") -> list[Any]:
     """N CPU devices in this process.  JAX fixes the count when its CPU backend starts,
     so this must run before anything else touches JAX in a process that needs N > 1."""
@@ -293,16 +328,24 @@ class Program:
         from converter.common.resources import array_bytes, check_fits
 
         check_fits(sum(array_bytes(self.input_shape(s), s.dtype.itemsize) for s in self.results), "the outputs")
-        device_args = self.to_device(self.check_inputs(arrays), progress)
+        checked = self.check_inputs(arrays)
+        self.compile(progress)  # timed as "compile", not as the copy to the devices
+        start = time.perf_counter()
+        device_args = self.to_device(checked, progress)
+        self.timings["to device"] = time.perf_counter() - start
         if progress:
             progress("execute")
         start = time.perf_counter()
         per_output = self.execute_on_device(device_args)
         self.timings["execute"] = time.perf_counter() - start
+        if progress:
+            progress("copy from device")
+        start = time.perf_counter()
         out = []
         for outs in per_output:
             host = [np.asarray(o) for o in outs]
             out.append(np.stack(host) if self.num_devices > 1 else host[0])
+        self.timings["from device"] = time.perf_counter() - start
         return out
 
     def to_device(self, arrays: Sequence[np.ndarray], progress: Callable[[str], None] | None = None) -> list[Any]:
@@ -333,6 +376,11 @@ class Program:
             for o in outs:
                 o.block_until_ready()
         return per_output
+
+
+def random_values(rng: np.random.Generator, spec: ArgSpec, shape: tuple[int, ...]) -> np.ndarray:
+    """Values of `spec`'s element type and `shape` drawn as `random_inputs` draws them."""
+    return _random_values(rng, spec, shape)
 
 
 def _random_values(rng: np.random.Generator, spec: ArgSpec, shape: tuple[int, ...]) -> np.ndarray:

@@ -61,6 +61,18 @@ def split_global(array: np.ndarray, local_shape: tuple[int, ...], sharding_text:
     return out
 
 
+def global_shape(local_shape: tuple[int, ...], sharding_text: str | None) -> tuple[int, ...] | None:
+    """The shape of the whole array whose device pieces have `local_shape` under the
+    sharding (padding of uneven shards included: the dump does not say the unpadded
+    size); None for a sharding that has no whole-array form (manual, unknown)."""
+    sh = _parse(sharding_text)
+    if sh is None or sh.kind in ("replicated", "maximal"):
+        return tuple(local_shape)
+    if sh.kind != "tiled" or len(sh.data_tile_dims) != len(local_shape):
+        return None
+    return tuple(l * t for l, t in zip(local_shape, sh.data_tile_dims))
+
+
 def assemble_global(per_device: np.ndarray, sharding_text: str | None) -> np.ndarray | None:
     """The global array from device pieces ([n, *local]); padding of uneven shards is
     kept (the dump does not say the unpadded size).  None when the dump gives no
@@ -121,14 +133,58 @@ def entry_shardings(path: str) -> tuple[list[str | None], list[str | None]]:
 
 def shardings_with_fallback(program, source: str | None) -> tuple[list[str | None], list[str | None]]:
     """The shardings of the program's parameters and results, those it lacks taken from
-    `source` (the same module before optimizations), whose entry must match it."""
+    `source` (the same module before optimizations), whose entry must match the dump's own
+    entry.  Taps (`run --tap`, results keyed `tap:NAME` after the module's own) are not
+    results of the module `source` describes: they are left out of the match and given
+    the sharding their instruction carries in the dump, if any (`tap_shardings`)."""
     params = [spec.sharding for spec in program.params]
-    results = [spec.sharding for spec in program.results]
-    if source is None or all(s is not None for s in params + results):
-        return params, results
-    found_params, found_results = entry_shardings(source)
-    if len(found_params) != len(params) or len(found_results) != len(results):
-        raise ConverterError(f"{source}: its entry has {len(found_params)} parameter(s) and {len(found_results)} "
-                             f"result(s), the dump {len(params)} and {len(results)}: is it the same module?")
-    return ([s if s is not None else f for s, f in zip(params, found_params)],
-            [s if s is not None else f for s, f in zip(results, found_results)])
+    own = [spec for spec in program.results if not spec.name.startswith("tap:")]
+    results = [spec.sharding for spec in own]
+    tapped = program.results[len(own):]
+    if source is not None and not all(s is not None for s in params + results):
+        found_params, found_results = entry_shardings(source)
+        if len(found_params) != len(params) or len(found_results) != len(results):
+            raise ConverterError(
+                f"{source}: its entry has {len(found_params)} parameter(s) and {len(found_results)} result(s), "
+                f"the dump {len(params)} and {len(results)}"
+                + (f" (and {len(tapped)} tap(s), not counted)" if tapped else "") + ": is it the same module?")
+        params = [s if s is not None else f for s, f in zip(params, found_params)]
+        results = [s if s is not None else f for s, f in zip(results, found_results)]
+    return params, results + tap_shardings(program, tapped, params)
+
+
+def tap_shardings(program, taps, param_shardings: list[str | None] | None = None) -> list[str | None]:
+    """The sharding a tapped instruction carries in the (partitioned) dump, as HloSharding
+    text, for each tap result: only an instruction the partitioner left a `sharding=` on
+    (entry parameters, the root, a few others) says how its per-device values make a whole
+    array, and an entry parameter has its parameter's sharding (`param_shardings`, per
+    flattened parameter, those taken from the before-optimizations module included); None
+    for the rest, whose values are written per device."""
+    from converter.hlo.printer import sharding_to_text
+    from converter.importer.core import _leaf_shardings
+
+    hlo = getattr(program, "hlo", None)
+    out: list[str | None] = []
+    for spec in taps:
+        label = spec.name[len("tap:"):]
+        name, _, leaf = label.partition("#")
+        instr = None
+        if hlo is not None:
+            for comp in hlo.computations:
+                instr = next((i for i in comp.instructions if i.name == name), None)
+                if instr is not None:
+                    break
+        position = next((k for k, p in enumerate(hlo.entry.parameters) if p is instr), None) if hlo else None
+        if position is not None and param_shardings is not None:
+            first = sum(p.shape.leaf_count() for p in hlo.entry.parameters[:position])
+            index = first + (int(leaf) if leaf else 0)
+            if index < len(param_shardings) and param_shardings[index] is not None:
+                out.append(param_shardings[index])
+                continue
+        if instr is None or instr.attrs.get("sharding") is None:
+            out.append(None)
+            continue
+        leaves = _leaf_shardings(instr.attrs.get("sharding"), instr.shape.leaf_count())
+        sh = leaves[int(leaf) if leaf else 0] if leaves else None
+        out.append(sharding_to_text(sh) if sh is not None else None)
+    return out

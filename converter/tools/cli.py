@@ -20,6 +20,7 @@ from converter.tools.options import (  # noqa: E402  (argparse only; no jaxlib i
     add_pipeline_args,
     add_plugin_args,
     add_unknown_attributes_arg,
+    check_output_args,
     import_options_from_args,
     load_plugins,
     pass_options_from_args,
@@ -305,12 +306,14 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv
     args = parser.parse_args([a for a in argv if a != "--debug"])
     args.debug = debug
     args.argv = argv
+    args.own_process = argv_given is None  # the process is this command: its work may run in a stoppable child
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
@@ -333,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if not re.fullmatch(r"[^=\s]+=[\w.]+:[\w.]+", item):
             parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
     try:
+        check_output_args(args)  # before any work: a bad output path is a bad command line
         if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
             load_plugins(args)
         return COMMANDS[args.command](args)

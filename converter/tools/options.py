@@ -83,3 +83,23 @@ def import_options_from_args(args):
 
     return ImportOptions(keep_fusions=args.keep_fusions, elided_constants=args.elided_constants,
                          seed=getattr(args, "seed", 0), taps=request_from_args(args))
+
+
+# Every flag naming a file or folder a command writes: (attribute, flag, is a folder).
+OUTPUT_FLAGS = (("output", "-o/--output", False), ("outputs", "--outputs", False), ("save_inputs", "--save-inputs", False),
+                ("plot", "--plot", False), ("dump_dir", "--dump-dir", True))
+
+
+def check_output_args(args) -> None:
+    """Refuse, before any work, an output path that cannot be written (a bad command line):
+    a run of minutes must not end in 'no such directory'."""
+    from converter.common.errors import UsageError
+    from converter.common.files import output_path_problem
+
+    for attr, flag, folder in OUTPUT_FLAGS:
+        path = getattr(args, attr, None)
+        if not path or path == "-" and not folder:
+            continue
+        problem = output_path_problem(path, directory_ok=folder)
+        if problem:
+            raise UsageError(f"{flag} {path}: cannot write there: {problem}")

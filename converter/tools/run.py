@@ -16,7 +16,8 @@ class _Progress:
     """Where a long run is: one status line on a terminal; elsewhere (a log, a CI job) a
     line with the elapsed time every HLO_ROUNDTRIP_PROGRESS_SECONDS (default 10) while a
     stage lasts, so that a long compile does not read as a hang, and nothing for quick
-    runs."""
+    runs.  While executing, the line sets the elapsed time against the estimate (`expect`),
+    or says that none can be made."""
 
     def __init__(self) -> None:
         import os
@@ -25,6 +26,9 @@ class _Progress:
         self.tty = sys.stderr.isatty()
         self.start = time.perf_counter()
         self.stage = ""
+        self.stage_start = self.start
+        self.expected: tuple[float, float] | None = None  # (low, high) seconds of one execution
+        self.caveat = ""
         self.interval = float(os.environ.get("HLO_ROUNDTRIP_PROGRESS_SECONDS", "10"))
         self._stop = threading.Event()
         self._thread = None
@@ -32,13 +36,36 @@ class _Progress:
             self._thread = threading.Thread(target=self._beat, daemon=True)
             self._thread.start()
 
+    def expect(self, low: float, high: float, caveat: str = "") -> None:
+        self.expected = (low, high)
+        self.caveat = caveat
+
+    def line(self) -> str:
+        now = time.perf_counter()
+        text = f"{self.stage or 'working'}… {now - self.start:.1f} s elapsed"
+        if self.stage == "execute" and self.expected is not None:
+            low, high = self.expected
+            spent = now - self.stage_start
+            if spent <= high:
+                done_high = min(99, int(100 * spent / max(low, 1e-9)))
+                text += (f"; executing for {spent:.0f} s of an estimated {_seconds(low)} to {_seconds(high)} "
+                         f"(about {int(100 * spent / high)}–{done_high}% done)")
+            else:
+                text += f"; executing for {spent:.0f} s, past the estimate of {_seconds(high)}"
+            if self.caveat:
+                text += f" ({self.caveat})"
+        elif self.stage == "execute":
+            text += f"; executing for {now - self.stage_start:.0f} s (no estimate)"
+        return text
+
     def _beat(self) -> None:
         while not self._stop.wait(self.interval):
-            sys.stderr.write(f"hlo-roundtrip: {self.stage or 'working'}… {time.perf_counter() - self.start:.1f} s elapsed\n")
+            sys.stderr.write(f"hlo-roundtrip: {self.line()}\n")
             sys.stderr.flush()
 
     def __call__(self, stage: str) -> None:
         self.stage = stage
+        self.stage_start = time.perf_counter()
         if self.tty:
             sys.stderr.write(f"\r\033[K{stage}… {time.perf_counter() - self.start:.0f} s")
             sys.stderr.flush()
@@ -71,34 +98,182 @@ def _stats(arr: np.ndarray) -> list[str]:
     return ["-", "-", "-", str(nan), str(inf)]
 
 
+class _Stages:
+    """Wall time of every stage of a run, so that the table's rows add up to its total."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.rows: list[tuple[str, float]] = []
+
+    def add(self, name: str, seconds: float) -> None:
+        self.rows.append((name, seconds))
+
+    def timed(self, name: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def block():
+            start = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.add(name, time.perf_counter() - start)
+        return block()
+
+
+def _seconds(t: float) -> str:
+    if t < 1e-3:
+        return "<1 ms"
+    return f"{t * 1e3:.0f} ms" if t < 1 else f"{t:.1f} s" if t < 120 else f"{t / 60:.1f} min"
+
+
+def _process_started() -> float | None:
+    """When this process (the command, before any fork) started, as time.time() reads it:
+    Linux's /proc, with the clock tick's precision; None elsewhere."""
+    import os
+
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime, counted after the command name
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+_RATES: tuple[float, float] | None = None
+
+
+def machine_rates() -> tuple[float, float]:
+    """(FLOP/s, bytes/s) of XLA's CPU code on this machine as it is loaded now, measured
+    once per process (a few tenths of a second): a 512x512 f32 matrix product and an
+    elementwise pass over 16 MiB (larger outputs measure page faults), compiled by jaxlib like the module itself (NumPy's BLAS
+    would measure another library's threading)."""
+    global _RATES
+    if _RATES is None:
+        import jax
+        import jax.numpy as jnp
+
+        device = jax.devices("cpu")[0]
+        a = jax.device_put(np.ones((512, 512), np.float32), device)
+        v = jax.device_put(np.ones(1 << 22, np.float32), device)
+        matmul = jax.jit(lambda m: m @ m)
+        stream = jax.jit(lambda x: x * jnp.float32(1.5))
+        matmul(a).block_until_ready()
+        stream(v).block_until_ready()
+        best_flops = best_bytes = 0.0
+        for _ in range(5):
+            t = time.perf_counter()
+            matmul(a).block_until_ready()
+            best_flops = max(best_flops, 2 * 512 ** 3 / max(time.perf_counter() - t, 1e-9))
+            t = time.perf_counter()
+            stream(v).block_until_ready()
+            best_bytes = max(best_bytes, 2 * v.nbytes / max(time.perf_counter() - t, 1e-9))
+        _RATES = (best_flops, best_bytes)
+    return _RATES
+
+
+def _while_loops(program) -> int | None:
+    if program.hlo is None:
+        return None
+    return sum(1 for c in program.hlo.computations for i in c.instructions if i.opcode == "while")
+
+
+def cost_estimate(program, progress: _Progress) -> str | None:
+    """What one execution will cost, from XLA's cost analysis of the compiled module (per
+    device: FLOPs and bytes accessed), and how long it should take here at the rates XLA's
+    code reaches on this machine now (`machine_rates`; each uses every core, so the devices
+    share them): from the slower of compute and memory traffic to three times their sum
+    (elementwise and reduction code is slower than a matrix product).  XLA's analysis
+    counts a while loop's body once, not once per iteration."""
+    try:
+        analysis = program.compile().cost_analysis()
+    except Exception:  # noqa: BLE001 - jaxlib versions that lack it: no estimate, say so
+        return "cost: XLA's cost analysis is not available for this module; no time estimate"
+    if isinstance(analysis, list):
+        analysis = analysis[0] if analysis else {}
+    flops = float(analysis.get("flops", 0.0)) + float(analysis.get("transcendentals", 0.0))
+    nbytes = float(analysis.get("bytes accessed", 0.0))
+    devices = len(program.local)
+    flop_rate, byte_rate = machine_rates()
+    t_flops, t_bytes = flops / flop_rate, nbytes / byte_rate
+    low = max(t_flops, t_bytes) * devices
+    high = (t_flops + t_bytes) * devices * 3
+    loops = _while_loops(program)
+    caveat = ""
+    if loops is None or loops:
+        caveat = (f"{loops} while loop(s): counted once each, multiply by their iterations"
+                  if loops else "the module may hold while loops, each counted once")
+    progress.expect(low, high, "while loops make it longer" if caveat else "")
+    per = "per device, " if devices > 1 else ""
+    span = _seconds(high) if _seconds(low) == _seconds(high) else f"{_seconds(low)}–{_seconds(high)}"
+    return (f"cost: {flops / 1e9:.3g} GFLOP and {human_bytes(nbytes)} accessed {per}by XLA's cost analysis; "
+            f"estimated execution {span} on this machine (XLA's CPU code measured here now: "
+            f"{flop_rate / 1e9:.1f} GFLOP/s, {byte_rate / 1e9:.1f} GB/s, shared by {devices} device(s))"
+            + (f"; {caveat}" if caveat else ""))
+
+
 def run_command(args) -> int:
-    from converter.tools.options import import_options_from_args, pass_options_from_args
-    from converter.runtime.sharding import assemble_global, before_optimizations_sibling, shardings_with_fallback, split_global
+    from converter.common.errors import UsageError
+    from converter.tools.stoppable import run_stoppable
 
     if args.processes:
+        if args.save_inputs:
+            raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")
         return distributed.launch_local(distributed.worker_argv(args.argv), args.processes, args.timeout)
-    group = distributed.group_from_args(args)
-    from converter.hlo.proto import read_snapshot
-    from converter.runtime.inputs import build_inputs, format_iterations, format_literals
-
     if args.iterations < 1:
         print(f"hlo-roundtrip run: error: --iterations {args.iterations}: give a count of 1 or more", file=sys.stderr)
         return 2
+    group = distributed.group_from_args(args)
+    if group is not None:
+        if args.save_inputs:
+            raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")
+        return _run(args, group, None)
+    if not getattr(args, "own_process", False):  # called from Python (a notebook, a test): run here
+        return _run(args, None, None)
+    started = _process_started()
+    # The work runs where Ctrl-C / SIGTERM can stop it at once (converter.tools.stoppable).
+    return run_stoppable(lambda: _run(args, None, started), [args.outputs, args.save_inputs], "run")
+
+
+def _run(args, group, process_started: float | None) -> int:
+    from converter.tools.options import import_options_from_args, pass_options_from_args
+    from converter.runtime.sharding import before_optimizations_sibling, shardings_with_fallback
+
+    wall_start = time.time()
+    stages = _Stages()
+    with stages.timed("imports (jax, jaxlib, passes)"):
+        from converter.runtime import program as runtime
+        from converter.hlo.proto import read_snapshot
+        from converter.runtime.inputs import format_iterations, format_literals
+        from passes.ordered_reductions import unordered_reductions
+        import jax  # noqa: F401  (imported here, it is not counted as converting)
 
     progress = _Progress()
+    engine = program = None
+    if group is not None:  # joined once conversion knows the device count, before anything starts JAX
+        runtime.device_setup = lambda count: distributed.join(group, count, args.heartbeat_timeout)
     try:
         progress("convert")
-        snapshot = read_snapshot(args.input)
+        with stages.timed("read snapshot"):
+            snapshot = read_snapshot(args.input)
+        start = time.perf_counter()
         program = runtime.load(args.input, pipeline=args.pipeline, import_options=import_options_from_args(args),
                                pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
+        load_time = time.perf_counter() - start
+        converted = [(k, program.timings[k]) for k in ("decode proto", "parse", "import", "passes") if k in program.timings]
+        stages.rows.extend(converted)
+        stages.add("load (read, set up)", load_time - sum(t for _, t in converted))
         n = program.num_devices
         if group is not None:
             if args.engine == "iree":
                 raise runtime.RuntimeInputError("--engine iree runs in one process")
-            distributed.prepare(program, group, args.heartbeat_timeout)
-        from passes.ordered_reductions import unordered_reductions
-
-        native = unordered_reductions(program.module)
+            with stages.timed("join processes"):
+                distributed.prepare(program, group, args.heartbeat_timeout)
+        with stages.timed("checks"):
+            native = unordered_reductions(program.module)
         if native and (group is None or group.process_id == 0):
             print(f"warning: {len(native)} float all-reduce(s) too large to fold in group order run as XLA's own "
                   f"collectives, whose summation order depends on the runtime (one process or several): "
@@ -113,61 +288,64 @@ def run_command(args) -> int:
         param_shardings = result_shardings = []
         if args.global_arrays and n > 1:
             source = getattr(args, "shardings_from", None) or before_optimizations_sibling(args.input)
-            param_shardings, result_shardings = shardings_with_fallback(program, source)
-        if args.compile_only:
-            engine.compile(progress)
-        else:
+            with stages.timed("shardings"):
+                param_shardings, result_shardings = shardings_with_fallback(program, source)
+        engine.compile(progress)
+        stages.add("compile", engine.timings.get("compile", 0.0))
+        if engine is program:
+            with stages.timed("cost analysis"):
+                cost = cost_estimate(program, progress)
+            if cost and (group is None or group.process_id == 0):
+                print(f"hlo-roundtrip: {cost}", file=sys.stderr, flush=True)
+        if not args.compile_only:
             if engine is program and not args.skip_memory_check:
-                runtime.check_memory_fits(program, group.num_processes if group else 1)
-            if snapshot is not None and not args.inputs and not args.input_values:
-                arrays = snapshot_arguments(snapshot, program, args.input)
-            else:
-                whole = args.global_arrays and n > 1
-                arrays, given = build_inputs(program, args.input_values, args.inputs, args.seed, whole)
-                if whole:
-                    arrays = [split_global(a, spec.shape, sh, n, f"arg{spec.index} ({spec.name})",
-                                           devices=program.local)
-                              if spec.index in given else a
-                              for a, spec, sh in zip(arrays, program.params, param_shardings)]
+                with stages.timed("memory check"):
+                    runtime.check_memory_fits(program, group.num_processes if group else 1)
+            progress("inputs")
+            whole = args.global_arrays and n > 1
+            with stages.timed("inputs"):
+                arrays, saved = _inputs(args, program, snapshot, param_shardings, whole)
+            if args.save_inputs:
+                progress("save inputs")
+                with stages.timed("save inputs"):
+                    runtime.write_outputs(args.save_inputs, saved, [f"arg{i}" for i in range(len(saved))])
             outputs = engine.execute(arrays, progress)
+            for key in ("to device", "execute", "from device"):
+                if key in engine.timings:
+                    stages.add(key, engine.timings[key])
             times.append(engine.timings["execute"])
-            for _ in range(args.iterations - 1):
-                engine.execute(arrays, progress)
-                times.append(engine.timings["execute"])
+            if args.iterations > 1:
+                with stages.timed(f"execute x {args.iterations - 1} more"):
+                    for _ in range(args.iterations - 1):
+                        engine.execute(arrays, progress)
+                        times.append(engine.timings["execute"])
+        if group is not None:
+            with stages.timed("gather outputs" if not args.outputs_per_process else "write outputs"):
+                outputs = distributed.finish(outputs, program, group, args.outputs if args.outputs_per_process else None)
+            if outputs is None:  # this process's share is written, or process 0 has it
+                return 0
+        if outputs is not None and args.global_arrays and n > 1:
+            with stages.timed("assemble whole arrays"):
+                outputs = _assembled(outputs, program, result_shardings, n)
+        if outputs is not None and args.outputs:
+            progress("write outputs")
+            with stages.timed("write outputs"):
+                runtime.write_outputs(args.outputs, outputs, [spec.name for spec in program.results])
+        if outputs is not None:
+            with stages.timed("statistics"):
+                rows = [[spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)]
+                        for spec, arr in zip(program.results, outputs)]
+        with stages.timed("memory analysis"):
+            mem = program.memory() if engine is program else None
     finally:
         progress.done()
-    if group is not None:
-        outputs = distributed.finish(outputs, program, group, args.outputs if args.outputs_per_process else None)
-        if outputs is None:  # this process's share is written, or process 0 has it
-            return 0
-    if outputs is not None and args.global_arrays and n > 1:
-        assembled = []
-        for o, spec, sh in zip(outputs, program.results, result_shardings):
-            whole = assemble_global(o, sh)
-            if whole is None and spec.name.startswith("tap:"):
-                whole = o  # an instruction's value has no sharding of its own: per device
-            elif whole is None:
-                print(f"warning: out{spec.index}: the dump gives no sharding for this output; it is written "
-                      f"per device (leading axis of {n})", file=sys.stderr)
-                whole = o
-            assembled.append(whole)
-        outputs = assembled
-    if outputs is not None and args.outputs:
-        runtime.write_outputs(args.outputs, outputs, [spec.name for spec in program.results])
 
     print(f"{args.input}: {n} device(s)" + (", engine IREE llvm-cpu" if engine is not program else ""))
-    t = {**program.timings, **engine.timings}
-    rows = [[stage, f"{t[stage]:.3f} s"] for stage in ("decode proto", "parse", "import", "passes", "compile", "execute")
-            if stage in t]
-    print(table(rows, ["stage", "time"]))
-    if engine is program:
-        mem = program.memory()
+    print(table(_stage_rows(stages, wall_start, process_started), ["stage", "time"]))
+    if mem is not None:
         print(f"\nmemory per device: arguments {human_bytes(mem['argument_bytes'])}, outputs {human_bytes(mem['output_bytes'])}, "
               f"temp {human_bytes(mem['temp_bytes'])}, aliased {human_bytes(mem['alias_bytes'])}")
     if outputs is not None:
-        rows = []
-        for spec, arr in zip(program.results, outputs):
-            rows.append([spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)])
         print()
         print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
         if len(times) > 1:
@@ -175,11 +353,85 @@ def run_command(args) -> int:
         if args.print_literals:
             print()
             print(format_literals([spec.name for spec in program.results], outputs, args.print_literals))
+        if args.save_inputs:
+            print(f"\nwrote the inputs to {args.save_inputs}")
         if args.outputs:
             print(f"\nwrote {args.outputs}")
     if outputs is not None and snapshot is not None and not args.inputs:
         return compare_with_snapshot(snapshot, program, outputs, args.input)
     return 0
+
+
+def _stage_rows(stages: _Stages, wall_start: float, process_started: float | None) -> list[list[str]]:
+    """The stages in order, what no stage accounts for, and the total: the wall time since
+    the process started (Python's start-up and imports counted), so that the rows add up
+    to what `time` measures for the command, less the printing of this report."""
+    rows = [(name, t) for name, t in stages.rows if name != "read snapshot" or t >= 5e-4]
+    total = time.perf_counter() - stages.start
+    if process_started is not None and process_started <= wall_start:
+        startup = wall_start - process_started
+        rows.insert(0, ("start-up (Python, imports)", startup))
+        total += startup
+    rows.append(("other", max(0.0, total - sum(t for _, t in rows))))
+    total = sum(t for _, t in rows)
+    return [[name, f"{t:.3f} s"] for name, t in rows] + [["total", f"{total:.3f} s"]]
+
+
+def _inputs(args, program, snapshot, param_shardings, whole: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The arguments as the program takes them (per device), and as --save-inputs writes
+    them: the same, or with --global the whole arrays (random ones drawn whole, seeded by
+    the parameter, and split by its sharding, so that every device of a replicated
+    parameter holds the same value, as in the real run)."""
+    from converter.common.errors import ConverterError
+    from converter.runtime.inputs import build_inputs
+    from converter.runtime.program import random_values
+    from converter.runtime.sharding import global_shape, split_global
+
+    n = program.num_devices
+    if snapshot is not None and not args.inputs and not args.input_values:
+        arrays = snapshot_arguments(snapshot, program, args.input)
+        return arrays, arrays
+    if not whole:
+        arrays, _ = build_inputs(program, args.input_values, args.inputs, args.seed, False)
+        return arrays, arrays
+    arrays, given = build_inputs(program, args.input_values, args.inputs, args.seed, True)
+    split, saved = [], []
+    for a, spec, sh in zip(arrays, program.params, param_shardings):
+        what = f"arg{spec.index} ({spec.name})"
+        if spec.index not in given:
+            shape = global_shape(spec.shape, sh)
+            if shape is None:  # a manual sharding: no whole form; per-device values as drawn
+                if args.save_inputs:
+                    raise ConverterError(f"{what}: its sharding {sh} has no whole-array form, so --save-inputs "
+                                         "cannot write it with --global; run without --global to save per-device inputs")
+                split.append(a)
+                saved.append(a)
+                continue
+            a = random_values(np.random.default_rng([args.seed, spec.index]), spec, shape)
+        saved.append(a)
+        split.append(split_global(a, spec.shape, sh, n, what, devices=program.local))
+    return split, saved
+
+
+def _assembled(outputs, program, result_shardings, n: int) -> list[np.ndarray]:
+    from converter.runtime.sharding import assemble_global
+
+    assembled, per_device_taps = [], []
+    for o, spec, sh in zip(outputs, program.results, result_shardings):
+        whole = assemble_global(o, sh)
+        if whole is None and spec.name.startswith("tap:"):
+            whole = o  # an instruction's value has no sharding of its own: per device
+            per_device_taps.append(spec.name)
+        elif whole is None:
+            print(f"warning: out{spec.index}: the dump gives no sharding for this output; it is written "
+                  f"per device (leading axis of {n})", file=sys.stderr)
+            whole = o
+        assembled.append(whole)
+    if per_device_taps:
+        print(f"note: {len(per_device_taps)} tap(s) carry no sharding in the dump and are written per device "
+              f"(leading axis of {n}): {', '.join(per_device_taps[:4])}{' …' if len(per_device_taps) > 4 else ''}",
+              file=sys.stderr)
+    return assembled
 
 
 def snapshot_arguments(snapshot, program, path: str) -> list[np.ndarray]:

@@ -134,10 +134,13 @@ def _huge_npz(path):
 def test_bad_paths_and_streams(tmp_path):
     cases = [
         (["run", "tests"], "is a directory"),
-        (["run", LOOP, "--outputs", str(tmp_path / "missing" / "o.npz")], "does not exist"),
-        (["run", LOOP, "--outputs", str(tmp_path)], "is a directory"),
         (["run", LOOP, "--inputs", "tests"], "is a directory"),
     ]
+    # an output path that cannot be written is a bad command line, refused before any work
+    for args, message in [(["run", LOOP, "--outputs", str(tmp_path / "missing" / "o.npz")], "does not exist"),
+                          (["run", LOOP, "--outputs", str(tmp_path)], "is a directory")]:
+        r = cli(*args)
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
     np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
     cases.append((["run", LOOP, "--inputs", str(tmp_path / "x.npy")], "--input arg0=@"))
     _huge_npz(tmp_path / "huge.npz")
@@ -152,7 +155,7 @@ def test_bad_paths_and_streams(tmp_path):
         ro.mkdir()
         ro.chmod(0o555)
         r = cli("run", LOOP, "--outputs", str(ro / "o.npz"))
-        assert r.returncode == 1 and "not writable" in r.stderr
+        assert r.returncode == 2 and "not writable" in r.stderr
 
 
 def test_broken_pipe_and_usage_errors():
