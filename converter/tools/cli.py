@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="execute even when the compiled module's memory estimate exceeds the memory available")
     add_distributed_args(p)
     add_tap_args(p)
+    from converter.tools.nonfinite import add_nonfinite_args
+
+    add_nonfinite_args(p)
     from converter.runtime.inputs import add_input_args
 
     add_input_args(p)

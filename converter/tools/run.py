@@ -75,6 +75,10 @@ def run_command(args) -> int:
     from converter.tools.options import import_options_from_args, pass_options_from_args
     from converter.runtime.sharding import assemble_global, before_optimizations_sibling, shardings_with_fallback, split_global
 
+    if getattr(args, "find_nonfinite", False):
+        from converter.tools.nonfinite import run_find_nonfinite
+
+        return run_find_nonfinite(args)
     if args.processes:
         return distributed.launch_local(distributed.worker_argv(args.argv), args.processes, args.timeout)
     group = distributed.group_from_args(args)

@@ -41,6 +41,17 @@ def import_while(ctx, init):
     types = [v.type for v in init]
     plan = ctx.module_importer.tap_plan
     taps = plan.in_loop_body.get(ctx.attrs["body"], []) if plan is not None else []
+    monitor = ctx.module_importer.monitor
+    if monitor is not None and monitor.frames[-1].path is not None:
+        frame = monitor.frames[-1]
+        path = frame.path + (frame.position,)
+        loop = monitor.plan.loops.get(path)
+        if loop is not None:
+            if taps:
+                raise ctx.error("--find-nonfinite cannot also tap instructions inside this loop's body")
+            from converter.importer.nonfinite_monitor import import_monitored_while
+
+            return import_monitored_while(ctx, init, loop, path)
     if taps:
         return _while_with_taps(ctx, init, taps)
     op = builders.op("stablehlo.while", types, init, regions=2)
