@@ -413,8 +413,11 @@ class ModuleImporter:
         out = []
         for name in names:
             shape = self.tap_plan.instructions[name].shape
-            out.extend(self.leaf_types(leaf) for leaf in shape.leaves() if not leaf.is_token)
-        return [t for group in out for t in group]
+            prefix = self.tap_plan.stack_dims(name)
+            for leaf in shape.leaves():
+                if not leaf.is_token:
+                    out.extend(_stacked(t, prefix) for t in self.leaf_types(leaf))
+        return out
 
     def tap_values(self, names: Sequence[str], recorded: dict[str, Values]) -> Values:
         from converter.importer.taps import array_leaf_mask
@@ -456,6 +459,14 @@ class ModuleImporter:
                 func.ReturnOp(results)
         self._fusion_funcs[comp.name] = (name, result_types)
         return name, result_types
+
+
+def _stacked(t: ir.Type, prefix: list[int]) -> ir.Type:
+    """A tap's type with --tap-iterations' leading axes."""
+    if not prefix:
+        return t
+    rt = ir.RankedTensorType(t)
+    return ir.RankedTensorType.get(list(prefix) + list(rt.shape), rt.element_type)
 
 
 def _symbol(name: str) -> str:

@@ -60,7 +60,16 @@ def origins(plan, rows: np.ndarray, hlo, device: int = 0) -> list[Origin]:
                           elements, list(item.loops), iterations, op_name, source, device,
                           item.time_key(iterations)))
     out.sort(key=lambda o: o.key)
-    return out
+    return _innermost(out)
+
+
+def _innermost(found: list[Origin]) -> list[Origin]:
+    """Drop a fusion, call or while whose NaN/Inf comes from an origin inside it (its own
+    value is its root's): the inner instruction is the one to report."""
+    from converter.importer.nonfinite_monitor import AFTER
+
+    inner_prefixes = {o.key[:k] for o in found for k in range(1, len(o.key)) if o.key[-1] != AFTER or k < len(o.key) - 1}
+    return [o for o in found if not (o.key and o.key[-1] == AFTER and o.key[:-1] in inner_prefixes)]
 
 
 def find_nonfinite(program, arrays, keep_fusions: bool = False) -> list[Origin]:
