@@ -82,6 +82,8 @@ class TapPlan:
     def stack_dims(self, name: str, inside: str | None = None) -> list[int]:
         """The leading axes of tap `name`'s value as the block of while body `inside`
         (None: the entry) sees it: one per stacked loop between that block and the tap."""
+        if not self.stacked:
+            return []
         bodies = self.bodies_of.get(name, [])
         if inside is not None:
             bodies = bodies[bodies.index(inside) + 1:]
