@@ -55,8 +55,9 @@ class TapRequest:
     names: list[str] = field(default_factory=list)
     regex: str | None = None
     all_entry: bool = False
-    # --tap-iterations: None (the last iteration), "all", or (first, count).
-    iterations: str | tuple[int, int] | None = None
+    # --tap-iterations: None (the last iteration), "all", or (first, count); or a list
+    # of (first, count), one per loop depth, outer first (extract --iteration).
+    iterations: str | tuple[int, int] | list[tuple[int, int]] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.names or self.regex or self.all_entry)
@@ -165,7 +166,13 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
         for name in plan.names:
             plan.bodies_of[name] = list(reversed(tap_path(hlo, where[name], keep_fusions)[2]))
         for body in in_loop_body:
-            plan.stacked[body] = _selected_iterations(hlo, body, request.iterations)
+            selection = request.iterations
+            if isinstance(selection, list):  # one (first, count) per loop depth, outer first
+                depth = len(tap_path(hlo, hlo.by_name[body], keep_fusions)[2]) - 1
+                if depth >= len(selection):
+                    continue
+                selection = selection[depth]
+            plan.stacked[body] = _selected_iterations(hlo, body, selection)
     return plan
 
 

@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compare_parser(sub)
     add_pipeline_args(sub.choices["compare"])
+    from converter.tools.extract import add_extract_parser
+
+    add_extract_parser(sub)
+    add_pipeline_args(sub.choices["extract"])
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
     p.add_argument("input")
@@ -256,6 +260,12 @@ def cmd_compare(args) -> int:
     return run_compare(args)
 
 
+def cmd_extract(args) -> int:
+    from converter.tools.extract import cmd_extract as run_extract
+
+    return run_extract(args)
+
+
 def cmd_memory(args) -> int:
     from converter.tools.memory import load_buffer_assignment, summarize
     from converter.tools.memory.report import format_comparison, format_summary
@@ -303,6 +313,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "memory": cmd_memory,
     "compare": cmd_compare,
+    "extract": cmd_extract,
 }
 
 
