@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_extract_parser(sub)
     add_pipeline_args(sub.choices["extract"])
+    from converter.tools.diff import add_diff_parser
+
+    add_diff_parser(sub)
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
     p.add_argument("input")
@@ -266,6 +269,12 @@ def cmd_extract(args) -> int:
     return run_extract(args)
 
 
+def cmd_diff(args) -> int:
+    from converter.tools.diff import cmd_diff as run_diff
+
+    return run_diff(args)
+
+
 def cmd_memory(args) -> int:
     from converter.tools.memory import load_buffer_assignment, summarize
     from converter.tools.memory.report import format_comparison, format_summary
@@ -314,6 +323,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "memory": cmd_memory,
     "compare": cmd_compare,
     "extract": cmd_extract,
+    "diff": cmd_diff,
 }
 
 

@@ -153,10 +153,19 @@ class _Builder:
 
         src = self.operand_shape(instr)
         dst = instr.shape
+        from converter.hlo.ir import ELEMENT_BITS
+
         untiled = all(s.layout is None or not s.layout.tiles for s in (src, dst))
-        if src.element_type != dst.element_type or src.num_elements() != dst.num_elements() or not untiled:
+        same_width = ELEMENT_BITS.get(src.element_type) == ELEMENT_BITS.get(dst.element_type)
+        if not same_width or src.num_elements() != dst.num_elements() or not untiled:
             raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot write %{instr.name} "
-                               f"(bitcast {src} → {dst}) as plain HLO: it changes the element type or the tiling")
+                               f"(bitcast {src} → {dst}) as plain HLO: it changes the element width, the "
+                               "element count or the tiling")
+        retyped = None
+        if src.element_type != dst.element_type:
+            # Same width: the layout change in the source type, then bitcast-convert.
+            retyped = dst
+            dst = Shape(src.element_type, dst.dims, dst.dynamic, dst.layout)
 
         def order(shape) -> list[int]:
             if shape.layout is None or not shape.layout.minor_to_major:
@@ -176,16 +185,23 @@ class _Builder:
             out.append(t)
             name = t.name
         final = dst_order == sorted(dst_order)
-        r = _copy(instr, self.names.fresh(instr.name if final else f"{instr.name}.reshape"), [name])
+        last = retyped is None
+        r = _copy(instr, self.names.fresh(instr.name if final and last else f"{instr.name}.reshape"), [name])
         r.opcode, r.operand_shapes, r.attrs = "reshape", None, {}
         r.shape = dst if final else Shape(dst.element_type, tuple(dst_phys))
         out.append(r)
-        if final:
-            return r.name
-        t = _copy(instr, self.names.fresh(instr.name), [r.name])
-        t.opcode, t.operand_shapes, t.attrs = "transpose", None, {"dimensions": inverse}
-        out.append(t)
-        return t.name
+        name = r.name
+        if not final:
+            t = _copy(instr, self.names.fresh(instr.name if last else f"{instr.name}.logical"), [r.name])
+            t.opcode, t.operand_shapes, t.attrs, t.shape = "transpose", None, {"dimensions": inverse}, dst
+            out.append(t)
+            name = t.name
+        if retyped is not None:
+            c = _copy(instr, self.names.fresh(instr.name), [name])
+            c.opcode, c.operand_shapes, c.attrs, c.shape = "bitcast-convert", None, {}, retyped
+            out.append(c)
+            name = c.name
+        return name
 
     def operand_shape(self, instr: Instruction):
         if instr.operand_shapes and instr.operand_shapes[0] is not None:
