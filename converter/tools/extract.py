@@ -38,6 +38,13 @@ DROPPED_ATTRS = ("backend_config", "sharding", "control-predecessors", "output_t
                  "schedule", "statistics")
 
 
+# Instructions whose value depends on the devices a module runs on: not extracted from a
+# multi-device module into a one-device one.
+DEVICE_DEPENDENT = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                    "collective-broadcast", "ragged-all-to-all", "replica-id", "partition-id",
+                    "all-reduce-start", "all-gather-start", "collective-permute-start"}
+
+
 class ExtractError(ConverterError):
     pass
 
@@ -353,7 +360,8 @@ def parse_iteration(text: str | None) -> list[int] | None:
 
 def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
             program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
-            input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0) -> Extracted:
+            input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
+            device: int = 0) -> Extracted:
     """Run the dump with taps on NAME's operands (and NAME) and build the module."""
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, trip_count
@@ -400,10 +408,22 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     outputs = program.execute(arrays)
     by_key = {spec.name: o for spec, o in zip(program.results, outputs)}
     depth = len(bodies) if iteration is not None else 0
+    devices = program.num_devices
+    if devices > 1:
+        cross = [i for i in cut_instructions(comp, instr, producers) if i.opcode in DEVICE_DEPENDENT]
+        if cross:
+            raise ExtractError(f"{hlo.path}:{cross[0].line}:{cross[0].col}: error: cannot extract %{cross[0].name} "
+                               f"({cross[0].opcode}) of a {devices}-device module as a one-device module: its value "
+                               "depends on the other devices")
+        if not 0 <= device < devices:
+            raise UsageError(f"--device {device}: the module runs on devices 0..{devices - 1}")
 
     def leaves_of(op: str) -> list[np.ndarray]:
         keys = [k for k in by_key if k == f"tap:{op}" or k.startswith(f"tap:{op}#")]
-        return [np.asarray(by_key[k]).reshape(np.asarray(by_key[k]).shape[depth:]) for k in keys]
+        values = [np.asarray(by_key[k]) for k in keys]
+        if devices > 1:  # a leading axis per device
+            values = [v[device] for v in values]
+        return [v.reshape(v.shape[depth:]) for v in values]
 
     values = {op: leaves_of(op) for op in operands}
     text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers)
@@ -432,6 +452,8 @@ def add_extract_parser(sub) -> None:
     p.add_argument("--producers", type=int, default=0, metavar="N",
                    help="also keep N levels of NAME's producers in the module (their operands become the "
                         "parameters): the cut no longer splits a multiply from the add XLA fuses with it")
+    p.add_argument("--device", type=int, default=0, metavar="D",
+                   help="of a multi-device module: the device whose values the inputs hold (default 0)")
     p.add_argument("--allow-custom-calls", action="store_true",
                    help="write backend custom-calls as they are (XLA's CPU compiler cannot run them)")
     p.add_argument("--verify", action="store_true",
@@ -472,7 +494,7 @@ def cmd_extract(args) -> int:
 
     result = extract(args.dump, args.root, None, iteration, program_loader=loader, seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
-                     inputs_path=args.inputs, producers=args.producers)
+                     inputs_path=args.inputs, producers=args.producers, device=args.device)
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
     write_atomic(npz_path, buffer.getvalue())

@@ -8,8 +8,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-import subprocess
-import sys
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -81,15 +79,14 @@ def test_removing_an_op_reports_it_only_in_a():
     assert report.removed == [(key, instr.name)] and not report.added and not report.changed
 
 
-def test_cli_verdicts(tmp_path):
-    env = {**os.environ, "PYTHONPATH": ROOT}
+def test_cli_verdicts(capsys):
+    from converter.tools.cli import main
+
     same = os.path.join(ROOT, "tests", "dumps", "cpu", "mlp_grad.hlo")
     other = os.path.join(ROOT, "tests", "dumps", "gpu", "mlp_grad.hlo")
-    run = lambda *paths: subprocess.run([sys.executable, "-m", "converter", "diff", *paths], capture_output=True,
-                                        text=True, env=env, cwd=ROOT)
-    proc = run(same, same)
-    assert proc.returncode == 0 and "verdict: the same structure" in proc.stdout
-    proc = run(same, other)
-    assert proc.returncode == 3, proc.stderr
+    assert main(["diff", same, same]) == 0
+    assert "verdict: the same structure" in capsys.readouterr().out
+    assert main(["diff", same, other]) == 3
+    printed = capsys.readouterr().out
     # The GPU dump calls cuBLAS where the CPU one has dots and fusions.
-    assert "custom-call        0 → 5" in proc.stdout and "opcode fusion → get-tuple-element" in proc.stdout
+    assert "custom-call        0 → 5" in printed and "opcode fusion → get-tuple-element" in printed

@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -147,23 +145,23 @@ def test_refusals_name_the_instruction():
         extract_module(hlo, "nope.1", {})
 
 
-def test_cli_writes_the_module_and_its_inputs_and_verifies(tmp_path):
+def test_cli_writes_the_module_and_its_inputs_and_verifies(tmp_path, capsys):
+    from converter.tools.cli import main
+
     out = tmp_path / "sin.hlo"
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    cmd = [sys.executable, "-m", "converter", "extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "sin.5",
-           "--iteration", "2", "-o", str(out), "--verify"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "iteration 2 of %while" in proc.stdout and "bit for bit" in proc.stdout
+    args = ["extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "sin.5", "-o", str(out)]
+    assert main(args + ["--iteration", "2", "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "iteration 2 of %while" in printed and "bit for bit" in printed
     with np.load(tmp_path / "sin.inputs.npz") as npz:
         assert list(npz.keys()) == ["arg0"] and npz["arg0"].shape == (5,)
         arrays = [npz["arg0"]]
     (got,) = run_with_xla(out.read_text(), arrays)
     # XLA's sin approximation against libm's: a few ulps of f32.
     np.testing.assert_allclose(got, np.sin(arrays[0]), rtol=2e-6, atol=2e-6)
-    proc = subprocess.run(cmd[:-5] + ["--iteration", "1,2", "-o", str(out)], capture_output=True, text=True,
-                          env=env, cwd=ROOT)
-    assert proc.returncode == 2 and "inside 1 while loop" in proc.stderr
-    proc = subprocess.run(cmd[:-5] + ["--iteration", "9", "-o", str(out)], capture_output=True, text=True,
-                          env=env, cwd=ROOT)
-    assert proc.returncode == 2 and "iteration 9 does not exist" in proc.stderr
+    assert main(args + ["--iteration", "1,2"]) == 2
+    assert "inside 1 while loop" in capsys.readouterr().err
+    assert main(args + ["--iteration", "9"]) == 2
+    assert "iteration 9 does not exist" in capsys.readouterr().err
+    assert main(["extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "nope", "-o", str(out)]) == 1
+    assert "no instruction of that name" in capsys.readouterr().err

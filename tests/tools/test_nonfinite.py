@@ -5,9 +5,6 @@ recurrence; the CLI's verdict exit status."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +17,6 @@ from converter.runtime.convert import convert_module
 from converter.runtime.program import program_from_module
 from converter.tools.nonfinite import find_nonfinite
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass
@@ -254,14 +250,19 @@ def test_a_jax_loop_dumped_optimized_is_found_at_the_iteration_numpy_finds(tmp_p
     assert len(first.loops) == 1
 
 
-def test_cli_exit_status_is_the_verdict(tmp_path):
+def test_cli_exit_status_is_the_verdict(tmp_path, capsys):
+    from converter.tools.cli import main
+
     nest = Nest([4], 0, [2], True, 0)
     text, _, _ = nest_hlo(nest)
     path = tmp_path / "nest.hlo"
     path.write_text(text)
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.run([sys.executable, "-m", "converter", "run", str(path), "--find-nonfinite"],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
-    assert proc.returncode == 3, proc.stderr
-    assert "first non-finite value: %L1_sqrt (sqrt), iteration 2 of %while_0" in proc.stdout
-    assert "source: nest.py:3" in proc.stdout
+    assert main(["run", str(path), "--find-nonfinite"]) == 3
+    printed = capsys.readouterr().out
+    assert "first non-finite value: %L1_sqrt (sqrt), iteration 2 of %while_0" in printed
+    assert "source: nest.py:3" in printed
+    clean = Nest([4], 5, [2], True, 0)  # nothing planted
+    path.write_text(nest_hlo(clean)[0])
+    assert main(["run", str(path), "--find-nonfinite"]) == 0
+    assert "no NaN or Inf" in capsys.readouterr().out
+    assert main(["run", str(path), "--find-nonfinite", "--tap", "B0_x"]) == 2
