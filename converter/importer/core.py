@@ -622,7 +622,8 @@ class ComputationImporter:
             if taps:
                 module_importer.record_tap(instr.name, out)
             if frame is not None:
-                monitor.record(frame, instr, [v for x in operands for v in (x if type(x) is list else [x])], out)
+                out = values[instr.name] = monitor.record(
+                    frame, instr, [v for x in operands for v in (x if type(x) is list else [x])], out)
         if monitor is not None:
             monitor.leave()
         return values[comp.root.name]

@@ -234,19 +234,30 @@ class MonitorRecorder:
             c = counts[value] = nonfinite_count(value)
         return c
 
-    def record(self, frame: MonitorFrame, instr: Instruction, operand_leaves: list, result_leaves: list) -> None:
-        """The masked count of `instr`'s row: its non-finite count where none of its
-        operands holds one, else 0."""
+    def record(self, frame: MonitorFrame, instr: Instruction, operand_leaves: list, result_leaves: list) -> list:
+        """Build the masked count of `instr`'s row (its non-finite count where none of its
+        operands holds one, else 0) and return its result leaves to use from here on: its
+        float values through an optimization barrier.  The barrier makes the value
+        counted the value its users read: XLA would otherwise recompute a fused value
+        separately in the count's fusion and in each user's, and two compiles of one
+        expression may round differently (a multiply contracted into an add in one and
+        not the other).  Each value is computed once, counted and used, as an unfused
+        program would (its buffer freed after its last use)."""
         from converter.mlir import builders
 
         path = frame.path + (frame.position,)
         if path not in self.plan.index:
             path = path + (AFTER,)
             if path not in self.plan.index:
-                return
-        floats = [v for v in result_leaves if v is not None and _is_float_value(v)]
-        if not floats:
-            return
+                return result_leaves
+        positions = [k for k, v in enumerate(result_leaves) if v is not None and _is_float_value(v)]
+        if not positions:
+            return result_leaves
+        floats = [result_leaves[k] for k in positions]
+        floats = list(builders.op("stablehlo.optimization_barrier", [v.type for v in floats], floats).results)
+        result_leaves = list(result_leaves)
+        for k, v in zip(positions, floats):
+            result_leaves[k] = v
         total = None
         for v in floats:
             c = self.count_of(v)
@@ -262,6 +273,7 @@ class MonitorRecorder:
             clean = builders.compare(inputs, zero, "EQ")
             total = builders.select(clean, total, zero)
         self.blocks[-1]["rows"][path] = total
+        return result_leaves
 
     def rows(self, start: int, end: int, depth: int, counter=None):
         """The block's rows start..end (i32[end - start, plan.depth + 1]): own
@@ -279,8 +291,8 @@ class MonitorRecorder:
                     c = block["rows"].get(item.path)
                     if c is None:  # never imported here (e.g. an import rule that does not inline it)
                         c = builders.scalar_constant(0, _i32())
-                    counts.append(builders.reshape(c, [1, 1]))
-                column = builders.concatenate(counts, 0)
+                    counts.append(c)
+                column = builders.concatenate([builders.reshape(c, [1, 1]) for c in counts], 0)
                 iterations = np.full((b - a, width - 1), -1, np.int32)
                 it = _i32_constant(iterations)
                 if counter is not None:
