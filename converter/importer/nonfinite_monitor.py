@@ -35,6 +35,16 @@ import numpy as np
 from converter.hlo.ir import Computation, Instruction, Module
 
 MONITOR_LABEL = "#nonfinite-rows"
+# Opcodes whose result holds a NaN or Inf only where an operand does (they move, select
+# or order values, or change their sign): never an origin, so never counted.  A user's
+# "operands hold none" then reads the counts of the values these were made from, which
+# says the same for the first origin: before it, no value but an input or a constant
+# holds a NaN or Inf.
+PASS_THROUGH = frozenset({
+    "bitcast", "reshape", "transpose", "broadcast", "slice", "dynamic-slice", "concatenate", "copy", "reverse",
+    "pad", "select", "gather", "get-tuple-element", "tuple", "dynamic-update-slice", "negate", "abs", "maximum",
+    "minimum", "clamp", "copy-start", "copy-done", "opt-barrier", "optimization-barrier", "domain",
+    "add-dependency", "real", "imag"})
 # A container's own value (fusion, call, while) sorts after everything inside it.
 AFTER = 1 << 30
 FLOAT_TYPES = {"f16", "bf16", "f32", "f64", "c64", "c128"}
@@ -126,7 +136,7 @@ def monitor_plan(hlo: Module, keep_fusions: bool = False) -> MonitorPlan:
                 else:
                     walk(inner, here, loops, loop_after)
                 here = here + (AFTER,)
-            if has_float_leaf(instr):
+            if has_float_leaf(instr) and instr.opcode not in PASS_THROUGH:
                 plan.index[here] = len(plan.items)
                 plan.items.append(MonitorItem(instr, here, loops, loop_after))
 
@@ -214,7 +224,7 @@ class MonitorRecorder:
         self.blocks: list[dict] = []  # {"counts": {value: count}, "rows": {path: i32 scalar}, "loops": {path: rows}}
 
     def push_block(self) -> None:
-        self.blocks.append({"counts": {}, "rows": {}, "loops": {}})
+        self.blocks.append({"counts": {}, "rows": {}, "loops": {}, "sources": {}})
 
     def pop_block(self) -> dict:
         return self.blocks.pop()
@@ -228,10 +238,24 @@ class MonitorRecorder:
         self.frames.pop()
 
     def count_of(self, value):
-        counts = self.blocks[-1]["counts"]
+        """The i32 count of NaN/Inf in `value`, built once per block; for the result of a
+        PASS_THROUGH instruction, the sum of the counts of the values it was made from."""
+        from converter.mlir import builders
+
+        block = self.blocks[-1]
+        counts = block["counts"]
         c = counts.get(value)
         if c is None:
-            c = counts[value] = nonfinite_count(value)
+            sources = block["sources"].get(value)
+            if sources is None:
+                c = nonfinite_count(value)
+            elif not sources:
+                c = builders.scalar_constant(0, _i32())
+            else:
+                c = self.count_of(sources[0])
+                for source in sources[1:]:
+                    c = builders.binary("add", c, self.count_of(source))
+            counts[value] = c
         return c
 
     def record(self, frame: MonitorFrame, instr: Instruction, operand_leaves: list, result_leaves: list) -> list:
@@ -245,6 +269,13 @@ class MonitorRecorder:
         program would (its buffer freed after its last use)."""
         from converter.mlir import builders
 
+        if instr.opcode in PASS_THROUGH:
+            sources = [v for v in operand_leaves if v is not None and _is_float_value(v)]
+            known = self.blocks[-1]["sources"]
+            for v in result_leaves:
+                if v is not None and _is_float_value(v) and v not in known and v not in sources:
+                    known[v] = sources
+            return result_leaves
         path = frame.path + (frame.position,)
         if path not in self.plan.index:
             path = path + (AFTER,)
