@@ -343,6 +343,10 @@ def request_from_args(args) -> TapRequest | None:
     request = TapRequest(names, getattr(args, "tap_regex", None), bool(getattr(args, "tap_all", False)))
     selection = getattr(args, "tap_iterations", None)
     if selection is not None:
+        if not request:
+            from converter.common.errors import UsageError
+
+            raise UsageError("--tap-iterations: give the instructions too (--tap, --tap-regex or --tap-all)")
         request.iterations = parse_tap_iterations(selection)
     return request or None
 

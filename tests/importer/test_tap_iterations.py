@@ -165,3 +165,22 @@ def test_nested_fori_loops_against_jaxs_own_values():
     assert got.shape == expected.shape
     # sin of the same f32 inputs in two XLA CPU compiles: a few ulps.
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_cli_writes_the_stacked_taps(tmp_path, capsys):
+    from converter.tools.cli import main
+
+    path = tmp_path / "loop.hlo"
+    path.write_text(loop_text(4))
+    out = tmp_path / "out.npz"
+    a = np.linspace(-2, 2, 4, dtype=np.float32)
+    np.savez(tmp_path / "in.npz", arg0=a)
+    assert main(["run", str(path), "--inputs", str(tmp_path / "in.npz"), "--tap", "c", "--tap-iterations", "1:3",
+                 "--outputs", str(out)]) == 0
+    with np.load(out) as npz:
+        got = npz["tap:c"]
+    np.testing.assert_allclose(got, numpy_iterations(a, 4)[1][1:3], rtol=2e-6, atol=2e-6)
+    capsys.readouterr()
+    assert main(["run", str(path), "--tap-iterations", "all"]) == 2
+    assert "give the instructions too" in capsys.readouterr().err
+    assert main(["run", str(path), "--tap", "c", "--tap-iterations", "2:1"]) == 2

@@ -71,10 +71,11 @@ def extract_and_run(dump: str, name: str, producers: int):
 
 
 NEEDED_PRODUCERS: dict[int | str, int] = {}
-# A floating-point add (alone, in a reduction, a dot or a convolution): where XLA's CPU
+# A floating-point add (alone, in a reduction, a dot, a convolution or a complex multiply): where XLA's CPU
 # compiler may contract a multiply into it (an FMA: one rounding instead of two), and the
 # converted program and the extracted module are two compiles that may choose differently.
-ADDS = re.compile(r"= (?:f|bf|c)\d+\S* (?:add|subtract|reduce|reduce-window|dot|convolution|scatter)\(")
+ADDS = re.compile(r"= (?:(?:f|bf|c)\d+\S* (?:add|subtract|reduce|reduce-window|dot|convolution|scatter)"
+                  r"|c\d+\S* multiply)\(")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
