@@ -112,6 +112,7 @@ class _Builder:
         self.names = _Names()
         self.computations: dict[str, Computation] = {}
         self.order: list[str] = []
+        self.copy_sources: dict[str, str] = {}  # copy-start -> its operand
 
     def check(self, instr: Instruction) -> None:
         if instr.opcode == "custom-call" and not self.allow_custom_calls:
@@ -119,7 +120,7 @@ class _Builder:
             raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract %{instr.name}'s "
                                f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
                                "does not run (pass --allow-custom-calls to write it anyway)")
-        if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("dynamic-update-slice",):
+        if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("copy-start", "copy-done"):
             raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract through "
                                f"%{instr.name} ({instr.opcode}): an asynchronous pair has no single-instruction "
                                "form here; extract its -done instruction's operand or a later instruction")
@@ -145,6 +146,9 @@ class _Builder:
             if instr.opcode == "bitcast":
                 names[instr.name] = self.logical_bitcast(instr, operands[0], out)
                 continue
+            if instr.opcode in ("copy-start", "copy-done"):
+                names[instr.name] = self.synchronous_copy(instr, operands[0], out)
+                continue
             new = _copy(instr, self.names.fresh(instr.name), operands)
             names[instr.name] = new.name
             for attr, comp_name in called_computations(instr, self.hlo):
@@ -163,6 +167,12 @@ class _Builder:
         from converter.hlo.ir import ELEMENT_BITS
 
         untiled = all(s.layout is None or not s.layout.tiles for s in (src, dst))
+        if not untiled and src.num_elements() == dst.num_elements():
+            from converter.importer.rules.shapes import _tiles_reorder
+
+            # Tiles that store the elements in the order the untiled layouts do (TPU's
+            # (8,128) tiles of a row-major array, mostly): read as if untiled.
+            untiled = not _tiles_reorder(src, dst)
         same_width = ELEMENT_BITS.get(src.element_type) == ELEMENT_BITS.get(dst.element_type)
         if not same_width or src.num_elements() != dst.num_elements() or not untiled:
             raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot write %{instr.name} "
@@ -209,6 +219,24 @@ class _Builder:
             out.append(c)
             name = c.name
         return name
+
+    def synchronous_copy(self, instr: Instruction, operand: str, out: list[Instruction]) -> str:
+        """A copy between memory spaces (copy-start: (destination, source, context);
+        copy-done: the destination) as the plain copy it is on values: copy-done of a
+        copy-start in the module is a copy of its source; of a copy-start given as a
+        parameter (a tuple), element 0 of it."""
+        if instr.opcode == "copy-start":
+            self.copy_sources[instr.name] = operand
+            return instr.name  # nothing uses it but its copy-done
+        source = self.copy_sources.get(operand)
+        new = _copy(instr, self.names.fresh(instr.name), [source if source is not None else operand])
+        new.operand_shapes = None
+        if source is not None:
+            new.opcode = "copy"
+        else:
+            new.opcode, new.attrs = "get-tuple-element", {"index": 0}
+        out.append(new)
+        return new.name
 
     def operand_shape(self, instr: Instruction):
         if instr.operand_shapes and instr.operand_shapes[0] is not None:
@@ -279,6 +307,9 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     if instr.opcode == "parameter":
         raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} is a parameter: there is no "
                            "computation to extract (tap it for its value)")
+    if instr.opcode == "copy-start":
+        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} (copy-start) only starts a "
+                           "copy between memory spaces: extract its copy-done")
     builder = _Builder(hlo, allow_custom_calls)
     entry_instructions: list[Instruction] = []
     names: dict[str, str] = {}
