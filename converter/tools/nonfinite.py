@@ -111,7 +111,8 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
         lines.append(f"{len(rest)} other instruction(s) also made NaN/Inf from finite operands, next:")
         for o in rest[:limit]:
             lines.append(f"  %{o.name} ({o.opcode}) at {path}:{o.line}:{o.col}"
-                         + (f", {o.where()}" if o.loops else "") + f": {o.count} element(s)")
+                         + (f", {o.where()}" if o.loops else "")
+                         + (f" on device {o.device}" if num_devices > 1 else "") + f": {o.count} element(s)")
     return "\n".join(lines)
 
 
