@@ -78,14 +78,20 @@ ADDS = re.compile(r"= (?:(?:f|bf|c)\d+\S* (?:add|subtract|reduce|reduce-window|d
                   r"|c\d+\S* multiply)\(")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_random_instructions_of_committed_dumps_run_in_xla_to_the_taps_bits(data):
     dump = data.draw(st.sampled_from(DUMPS))
     _, _, _, names = full_run(dump)
     name = data.draw(st.sampled_from(names))
     for producers in range(4):
-        text, inputs, held, got, expected = extract_and_run(dump, name, producers)
+        try:
+            text, inputs, held, got, expected = extract_and_run(dump, name, producers)
+        except ExtractError as e:
+            # The one refusal these dumps meet: a backend call (argsort_topk's TopK), named.
+            assert "holds the backend custom-call" in str(e) and ".hlo:" in str(e), str(e)
+            NEEDED_PRODUCERS["refused"] = NEEDED_PRODUCERS.get("refused", 0) + 1
+            return
         # Plain HLO: no fusion, no backend call, no bitcast; one parameter per input, in order.
         assert " fusion(" not in text and " custom-call(" not in text and " bitcast(" not in text
         assert len(inputs) == len(held) == text.count(" parameter(") - _inner_parameters(text)

@@ -173,7 +173,7 @@ def nests(draw) -> Nest:
     return Nest(trips, depth, target, draw(st.booleans()), draw(st.integers(0, 2)))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nests())
 def test_a_nan_planted_at_any_iteration_of_any_loop_nest_is_found_there(nest):
     text, planted, whiles = nest_hlo(nest)
