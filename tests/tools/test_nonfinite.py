@@ -30,12 +30,13 @@ class Nest:
     target: list[int]
     fused: bool
     noise: int
+    op: str = "sqrt"  # the planted op: sqrt, log or rsqrt of a negative number
 
 
 def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
     """HLO text, the planted instruction's name and the while instructions around it.
     Each loop's state is (s32 counter, s32[D] outer counters, f32[4] x); the plant is
-    sqrt(x*x + 1) * q) with q = -1 exactly at the target iterations (1 elsewhere): NaN
+    op((x*x + 1) * q) (op: sqrt, log, rsqrt) with q = -1 exactly at the target iterations (1 elsewhere): NaN
     from finite operands."""
     depth_total = len(nest.trips)
     width = max(depth_total, 1)
@@ -83,7 +84,7 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
   fpos = f32[4] add(fxx, fones)
   fqb = f32[4] broadcast(fq), dimensions={{}}
   fneg = f32[4] multiply(fpos, fqb)
-  ROOT {prefix}sqrt = f32[4] sqrt(fneg), metadata={{op_name="jit(f)/sqrt" source_file="nest.py" source_line=3}}
+  ROOT {prefix}plant = f32[4] {nest.op}(fneg), metadata={{op_name="jit(f)/{nest.op}" source_file="nest.py" source_line=3}}
 }}
 """)
             lines.append(f"  {prefix}fus = f32[4] fusion({x}, {q}), kind=kLoop, calls={fname}")
@@ -94,8 +95,9 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
         lines.append(f"  {prefix}pos = f32[4] add({prefix}xx, {prefix}ones)")
         lines.append(f"  {prefix}qb = f32[4] broadcast({q}), dimensions={{}}")
         lines.append(f"  {prefix}neg = f32[4] multiply({prefix}pos, {prefix}qb)")
-        lines.append(f"  {prefix}sqrt = f32[4] sqrt({prefix}neg), metadata={{op_name=\"jit(f)/sqrt\" source_file=\"nest.py\" source_line=3}}")
-        return f"{prefix}sqrt"
+        lines.append(f"  {prefix}plant = f32[4] {nest.op}({prefix}neg), "
+                     f"metadata={{op_name=\"jit(f)/{nest.op}\" source_file=\"nest.py\" source_line=3}}")
+        return f"{prefix}plant"
 
     def noise(prefix: str, x: str, lines: list[str]) -> str:
         for j in range(nest.noise):
@@ -153,7 +155,7 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
     entry.append(f"  ROOT r = f32[4] copy({x})")
     text = ("HloModule nest\n\nand_pred {\n  ap = pred[] parameter(0)\n  aq = pred[] parameter(1)\n"
             "  ROOT ar = pred[] and(ap, aq)\n}\n\n" + "\n".join(comps) + "\nENTRY main {\n" + "\n".join(entry) + "\n}\n")
-    planted = f"L{nest.depth + 1}_sqrt"
+    planted = f"L{nest.depth + 1}_plant"
     return text, planted, whiles[: nest.depth + 1]
 
 
@@ -170,7 +172,8 @@ def nests(draw) -> Nest:
     trips = [draw(st.integers(1, 4)) for _ in range(depth_total)]
     depth = draw(st.integers(-1, depth_total - 1))
     target = [draw(st.integers(0, t - 1)) for t in trips]
-    return Nest(trips, depth, target, draw(st.booleans()), draw(st.integers(0, 2)))
+    return Nest(trips, depth, target, draw(st.booleans()), draw(st.integers(0, 2)),
+                draw(st.sampled_from(["sqrt", "log", "rsqrt"])))
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -183,8 +186,8 @@ def test_a_nan_planted_at_any_iteration_of_any_loop_nest_is_found_there(nest):
     assert first.name == planted, (first, text)
     assert first.loops == whiles
     assert first.iterations == nest.target[: nest.depth + 1]
-    assert first.count == 4 and first.opcode == "sqrt"
-    assert first.op_name == "jit(f)/sqrt" and first.source == "nest.py:3"
+    assert first.count == 4 and first.opcode == nest.op
+    assert first.op_name == f"jit(f)/{nest.op}" and first.source == "nest.py:3"
 
 
 def test_no_nan_no_origin_and_nan_inputs_are_the_parameter():
@@ -259,7 +262,7 @@ def test_cli_exit_status_is_the_verdict(tmp_path, capsys):
     path.write_text(text)
     assert main(["run", str(path), "--find-nonfinite"]) == 3
     printed = capsys.readouterr().out
-    assert "first non-finite value: %L1_sqrt (sqrt), iteration 2 of %while_0" in printed
+    assert "first non-finite value: %L1_plant (sqrt), iteration 2 of %while_0" in printed
     assert "source: nest.py:3" in printed
     clean = Nest([4], 5, [2], True, 0)  # nothing planted
     path.write_text(nest_hlo(clean)[0])
