@@ -99,6 +99,9 @@ class ImportOptions:
     # pipeline that runs cse before anything else reads the module (convert sets it then,
     # from passes.lib.manager.merge_before_cse).  None: every instruction builds its ops.
     merge_duplicates: tuple[Callable[[ir.Operation, ir.Value], bool], ...] | None = None
+    # Count NaN/Inf per instruction as it is computed and return where they first appear
+    # (converter.importer.nonfinite_monitor; `run --find-nonfinite`).
+    find_nonfinite: bool = False
 
 
 class ModuleImporter:
@@ -137,6 +140,8 @@ class ModuleImporter:
         # imported whose values can leave it (the entry's, each while body's).
         self.tap_plan = None
         self.tap_collectors: list[dict[str, Values]] = []
+        # The non-finite monitor (converter.importer.nonfinite_monitor.MonitorRecorder) or None.
+        self.monitor = None
         # merge_duplicates: per block, merge key -> entry (see ComputationImporter.run).
         self._merge_tables: dict[ir.Block, dict[tuple, list]] | None = \
             {} if self.options.merge_duplicates is not None else None
@@ -147,7 +152,7 @@ class ModuleImporter:
         being appended at the end of a block).  Only within one block: an earlier op of the
         same block dominates every later one, and no value crosses into a region or out of
         it (MLIR's CSE, which also reuses values of enclosing blocks, merges the rest)."""
-        if self._merge_tables is None or self.tap_plan is not None:
+        if self._merge_tables is None or self.tap_plan is not None or self.monitor is not None:
             return None
         point = ir.InsertionPoint.current
         if point.ref_operation is not None:
@@ -262,6 +267,10 @@ class ModuleImporter:
             from converter.importer.taps import resolve
 
             self.tap_plan = resolve(self.options.taps, hlo, self.options.keep_fusions)
+        if self.options.find_nonfinite:
+            from converter.importer.nonfinite_monitor import MonitorRecorder, monitor_plan
+
+            self.monitor = MonitorRecorder(monitor_plan(hlo, self.options.keep_fusions), self.options.keep_fusions)
         with self.context, ir.Location.file(hlo.path, entry.line, entry.col):
             module = ir.Module.create()
             self.module = module
@@ -326,6 +335,9 @@ class ModuleImporter:
         num_results = len(result_types)
         if self.tap_plan is not None:
             result_types = result_types + self.tap_types(self.tap_plan.names)
+        if self.monitor is not None:
+            result_types = result_types + [ir.RankedTensorType.get(
+                [len(self.monitor.plan.items), self.monitor.plan.depth + 1], ir.IntegerType.get_signless(32))]
         with ir.InsertionPoint(self.module.body):
             fn = func.FuncOp("main", ir.FunctionType.get(arg_types, result_types))
             fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
@@ -341,15 +353,27 @@ class ModuleImporter:
             args = [[block.arguments[i] for i in g] for g in groups]
             with ir.InsertionPoint(block):
                 self.tap_collectors.append({})
+                if self.monitor is not None:
+                    self.monitor.push_block()
                 results = ComputationImporter(self, entry, args).run()
                 taps = self.tap_collectors.pop()
+                labels: list[str] = []
                 if self.tap_plan is not None:
                     results = list(results) + self.tap_values(self.tap_plan.names, taps)
-                    from converter.importer.taps import TAPS_ATTR, leaf_labels
+                    from converter.importer.taps import leaf_labels
 
-                    self.module.operation.attributes[TAPS_ATTR] = ir.ArrayAttr.get([
-                        ir.StringAttr.get(label) for name in self.tap_plan.names
-                        for label in leaf_labels(self.tap_plan.instructions[name])])
+                    labels = [label for name in self.tap_plan.names
+                              for label in leaf_labels(self.tap_plan.instructions[name])]
+                if self.monitor is not None:
+                    from converter.importer.nonfinite_monitor import MONITOR_LABEL
+
+                    results = list(results) + [self.monitor.rows(0, len(self.monitor.plan.items), -1)]
+                    labels.append(MONITOR_LABEL)
+                if labels:
+                    from converter.importer.taps import TAPS_ATTR
+
+                    self.module.operation.attributes[TAPS_ATTR] = ir.ArrayAttr.get(
+                        [ir.StringAttr.get(label) for label in labels])
                 with self.location(root):
                     func.ReturnOp(results)
 
@@ -389,8 +413,11 @@ class ModuleImporter:
         out = []
         for name in names:
             shape = self.tap_plan.instructions[name].shape
-            out.extend(self.leaf_types(leaf) for leaf in shape.leaves() if not leaf.is_token)
-        return [t for group in out for t in group]
+            prefix = self.tap_plan.stack_dims(name)
+            for leaf in shape.leaves():
+                if not leaf.is_token:
+                    out.extend(_stacked(t, prefix) for t in self.leaf_types(leaf))
+        return out
 
     def tap_values(self, names: Sequence[str], recorded: dict[str, Values]) -> Values:
         from converter.importer.taps import array_leaf_mask
@@ -432,6 +459,14 @@ class ModuleImporter:
                 func.ReturnOp(results)
         self._fusion_funcs[comp.name] = (name, result_types)
         return name, result_types
+
+
+def _stacked(t: ir.Type, prefix: list[int]) -> ir.Type:
+    """A tap's type with --tap-iterations' leading axes."""
+    if not prefix:
+        return t
+    rt = ir.RankedTensorType(t)
+    return ir.RankedTensorType.get(list(prefix) + list(rt.shape), rt.element_type)
 
 
 def _symbol(name: str) -> str:
@@ -482,12 +517,20 @@ class ComputationImporter:
         unlocated = UNLOCATED
         merged = module_importer.merge_table()
         pure = PURE if merged is not None else frozenset()
-        for instr in comp.instructions:
+        monitor = module_importer.monitor
+        frame = monitor.enter(comp) if monitor is not None else None
+        if frame is not None and frame.path is None:
+            frame = None  # not monitored here; the frame stays on the stack for nested ones
+        for position, instr in enumerate(comp.instructions):
             opcode = instr.opcode
+            if frame is not None:
+                frame.position, frame.instr = position, instr
             if opcode == "parameter":
                 values[instr.name] = list(self.args[instr.parameter_number])
                 if taps:
                     module_importer.record_tap(instr.name, values[instr.name])
+                if frame is not None and comp.is_entry:
+                    monitor.record(frame, instr, [], values[instr.name])
                 continue
             rule = rules_get(opcode) or find_rule(opcode)
             if rule is None:
@@ -578,6 +621,11 @@ class ComputationImporter:
                 merged[key] = [out, passed_on, instr.attrs, None, operands, shapes, shape]
             if taps:
                 module_importer.record_tap(instr.name, out)
+            if frame is not None:
+                out = values[instr.name] = monitor.record(
+                    frame, instr, [v for x in operands for v in (x if type(x) is list else [x])], out)
+        if monitor is not None:
+            monitor.leave()
         return values[comp.root.name]
 
 

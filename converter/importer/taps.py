@@ -12,6 +12,14 @@ region, a conditional branch, a while condition, a custom-call's computation —
 single value to return; tapping one is an error naming why.  The same holds for a
 computation reached from two call sites (which of its values would the tap be?).
 
+With `--tap-iterations all|N|A:B` a tap inside a loop is recorded at every (or the chosen)
+iteration instead: each enclosing while loop adds a leading axis holding the selected
+iterations, outer loop first (length 1 for N).  The loop carries an iteration counter and a
+buffer of that many values, written in place at the counter; `all` needs the trip count
+(the while's backend_config known_trip_count, or a condition `counter < constant` over a
+counter the body adds 1 to and the loop starts from a constant), otherwise it is refused
+and A:B asked for.  Iterations selected but never run stay zero.
+
 The extra results are named in the module attribute `hlo.taps` (one string per extra
 result, in order: `NAME`, or `NAME#i` for leaf i of a tuple-shaped instruction) and
 written by `run --outputs` as `tap:NAME` after `out0..outM`.
@@ -21,6 +29,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from converter.common.errors import ConverterError
 from converter.hlo.ir import Computation, Instruction, Module
@@ -45,6 +55,9 @@ class TapRequest:
     names: list[str] = field(default_factory=list)
     regex: str | None = None
     all_entry: bool = False
+    # --tap-iterations: None (the last iteration), "all", or (first, count); or a list
+    # of (first, count), one per loop depth, outer first (extract --iteration).
+    iterations: str | tuple[int, int] | list[tuple[int, int]] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.names or self.regex or self.all_entry)
@@ -59,9 +72,23 @@ class TapPlan:
     instructions: dict[str, Instruction]
     in_loop_body: dict[str, list[str]]
     keep_fusions: bool = False
+    # --tap-iterations: per while body, (first iteration, how many) recorded; and per tap
+    # the while bodies around it, outer to inner.
+    stacked: dict[str, tuple[int, int]] = field(default_factory=dict)
+    bodies_of: dict[str, list[str]] = field(default_factory=dict)
 
     def wanted(self, name: str) -> bool:
         return name in self.instructions
+
+    def stack_dims(self, name: str, inside: str | None = None) -> list[int]:
+        """The leading axes of tap `name`'s value as the block of while body `inside`
+        (None: the entry) sees it: one per stacked loop between that block and the tap."""
+        if not self.stacked:
+            return []
+        bodies = self.bodies_of.get(name, [])
+        if inside is not None:
+            bodies = bodies[bodies.index(inside) + 1:]
+        return [self.stacked[b][1] for b in bodies if b in self.stacked]
 
 
 def called_computations(instr: Instruction, hlo: Module) -> list[tuple[str, str]]:
@@ -134,7 +161,99 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
         instructions[name] = instr
         for body in bodies:
             in_loop_body.setdefault(body, []).append(name)
-    return TapPlan([n for n in names if n in instructions], instructions, in_loop_body, keep_fusions)
+    plan = TapPlan([n for n in names if n in instructions], instructions, in_loop_body, keep_fusions)
+    if request.iterations is not None:
+        for name in plan.names:
+            plan.bodies_of[name] = list(reversed(tap_path(hlo, where[name], keep_fusions)[2]))
+        for body in in_loop_body:
+            selection = request.iterations
+            if isinstance(selection, list):  # one (first, count) per loop depth, outer first
+                depth = len(tap_path(hlo, hlo.by_name[body], keep_fusions)[2]) - 1
+                if depth >= len(selection):
+                    continue
+                selection = selection[depth]
+            plan.stacked[body] = _selected_iterations(hlo, body, selection)
+    return plan
+
+
+def _selected_iterations(hlo: Module, body: str, selection: str | tuple[int, int]) -> tuple[int, int]:
+    caller_comp, loop, _ = _callers_cached(hlo)[body][0]
+    if selection != "all":
+        return selection
+    trips = trip_count(hlo, caller_comp, loop)
+    if trips is None:
+        raise TapError(f"{hlo.path}:{loop.line}:{loop.col}: error: --tap-iterations all: the trip count of "
+                       f"%{loop.name} is not known from the dump (no known_trip_count in its backend_config, and "
+                       "its condition is not `counter < constant` over a counter from a constant stepping by 1); "
+                       "give a range: --tap-iterations A:B")
+    return 0, trips
+
+
+def trip_count(hlo: Module, caller: Computation, loop: Instruction) -> int | None:
+    """The number of iterations of while `loop` where the dump says it (XLA's
+    known_trip_count) or its condition and body show it: `gte(p, k) < constant(N)` with
+    element k of the loop's init a constant c and the body's element k `gte(p, k) + 1`."""
+    config = loop.attrs.get("backend_config")
+    value = getattr(config, "value", None)
+    if isinstance(value, dict):
+        n = value.get("known_trip_count", {}).get("n") if isinstance(value.get("known_trip_count"), dict) else None
+        if n is not None:
+            try:
+                return int(n)
+            except ValueError:
+                pass
+    cond = hlo.by_name.get(loop.attrs.get("condition"))
+    body = hlo.by_name.get(loop.attrs.get("body"))
+    if cond is None or body is None or cond.root.opcode != "compare" or cond.root.attrs.get("direction") != "LT":
+        return None
+
+    def constant(comp: Computation, name: str) -> int | None:
+        instr = comp.by_name.get(name)
+        if instr is None or instr.opcode != "constant" or instr.literal is None:
+            return None
+        arr = np.asarray(instr.literal)
+        return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
+
+    def element(comp: Computation, name: str) -> int | None:
+        instr = comp.by_name.get(name)
+        if instr is None or instr.opcode != "get-tuple-element" or comp.by_name.get(instr.operands[0]) is None \
+                or comp.by_name[instr.operands[0]].opcode != "parameter":
+            return None
+        return instr.attrs.get("index")
+
+    k = element(cond, cond.root.operands[0])
+    limit = constant(cond, cond.root.operands[1])
+    init = caller.by_name.get(loop.operands[0])
+    if k is None or limit is None or init is None or init.opcode != "tuple" or body.root.opcode != "tuple":
+        return None
+    start = constant(caller, init.operands[k])
+    step = body.by_name.get(body.root.operands[k])
+    if start is None or step is None or step.opcode != "add":
+        return None
+    a, b = step.operands
+    if not ((element(body, a) == k and constant(body, b) == 1) or (element(body, b) == k and constant(body, a) == 1)):
+        return None
+    return max(0, limit - start)
+
+
+def parse_tap_iterations(text: str) -> str | tuple[int, int]:
+    """`all`, `N` or `A:B` (B exclusive) as TapRequest.iterations; a UsageError otherwise."""
+    from converter.common.errors import UsageError
+
+    text = text.strip()
+    if text == "all":
+        return "all"
+    try:
+        if ":" in text:
+            a, b = (int(x) for x in text.split(":"))
+        else:
+            a = int(text)
+            b = a + 1
+    except ValueError:
+        raise UsageError(f"--tap-iterations {text!r}: give all, N or A:B (iterations A to B-1, counting from 0)") from None
+    if a < 0 or b <= a:
+        raise UsageError(f"--tap-iterations {text!r}: give 0 <= A < B")
+    return a, b - a
 
 
 def tap_path(hlo: Module, comp: Computation, keep_fusions: bool) -> tuple[bool, str, list[str]]:
@@ -214,11 +333,21 @@ def add_tap_args(p) -> None:
                         "loop the last iteration's value), written as tap:NAME (repeatable)")
     p.add_argument("--tap-regex", metavar="REGEX", help="tap every instruction whose name matches REGEX")
     p.add_argument("--tap-all", action="store_true", help="tap every instruction of the entry computation")
+    p.add_argument("--tap-iterations", metavar="all|N|A:B",
+                   help="record taps inside while loops at every iteration (all: the trip count must be known), "
+                        "iteration N, or iterations A..B-1, stacked on a leading axis per enclosing loop")
 
 
 def request_from_args(args) -> TapRequest | None:
     names = [n for group in getattr(args, "tap", None) or [] for n in group.split(",") if n.strip()]
     request = TapRequest(names, getattr(args, "tap_regex", None), bool(getattr(args, "tap_all", False)))
+    selection = getattr(args, "tap_iterations", None)
+    if selection is not None:
+        if not request:
+            from converter.common.errors import UsageError
+
+            raise UsageError("--tap-iterations: give the instructions too (--tap, --tap-regex or --tap-all)")
+        request.iterations = parse_tap_iterations(selection)
     return request or None
 
 

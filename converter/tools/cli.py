@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="execute even when the compiled module's memory estimate exceeds the memory available")
     add_distributed_args(p)
     add_tap_args(p)
+    from converter.tools.nonfinite import add_nonfinite_args
+
+    add_nonfinite_args(p)
     from converter.runtime.inputs import add_input_args
 
     add_input_args(p)
@@ -95,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_compare_parser(sub)
     add_pipeline_args(sub.choices["compare"])
+    from converter.tools.extract import add_extract_parser
+
+    add_extract_parser(sub)
+    add_pipeline_args(sub.choices["extract"])
+    from converter.tools.diff import add_diff_parser
+
+    add_diff_parser(sub)
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
     p.add_argument("input")
@@ -254,6 +264,18 @@ def cmd_compare(args) -> int:
     return run_compare(args)
 
 
+def cmd_extract(args) -> int:
+    from converter.tools.extract import cmd_extract as run_extract
+
+    return run_extract(args)
+
+
+def cmd_diff(args) -> int:
+    from converter.tools.diff import cmd_diff as run_diff
+
+    return run_diff(args)
+
+
 def cmd_memory(args) -> int:
     from converter.tools.memory import load_buffer_assignment, summarize
     from converter.tools.memory.report import format_comparison, format_summary
@@ -301,6 +323,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": cmd_check,
     "memory": cmd_memory,
     "compare": cmd_compare,
+    "extract": cmd_extract,
+    "diff": cmd_diff,
 }
 
 

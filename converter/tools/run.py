@@ -219,6 +219,10 @@ def run_command(args) -> int:
     from converter.common.errors import UsageError
     from converter.tools.stoppable import run_stoppable
 
+    if getattr(args, "find_nonfinite", False):
+        from converter.tools.nonfinite import run_find_nonfinite
+
+        return run_find_nonfinite(args)
     if args.processes:
         if args.save_inputs:
             raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")

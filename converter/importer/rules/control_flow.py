@@ -41,6 +41,17 @@ def import_while(ctx, init):
     types = [v.type for v in init]
     plan = ctx.module_importer.tap_plan
     taps = plan.in_loop_body.get(ctx.attrs["body"], []) if plan is not None else []
+    monitor = ctx.module_importer.monitor
+    if monitor is not None and monitor.frames[-1].path is not None:
+        frame = monitor.frames[-1]
+        path = frame.path + (frame.position,)
+        loop = monitor.plan.loops.get(path)
+        if loop is not None:
+            if taps:
+                raise ctx.error("--find-nonfinite cannot also tap instructions inside this loop's body")
+            from converter.importer.nonfinite_monitor import import_monitored_while
+
+            return import_monitored_while(ctx, init, loop, path)
     if taps:
         return _while_with_taps(ctx, init, taps)
     op = builders.op("stablehlo.while", types, init, regions=2)
@@ -53,33 +64,49 @@ def import_while(ctx, init):
 def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
     """A while loop that also carries the values of the taps inside its body: each
     iteration overwrites them, so the loop's extra results are the last iteration's
-    values (zeros when it runs none); recorded as the taps' values outside the loop."""
+    values (zeros when it runs none); recorded as the taps' values outside the loop.
+    With --tap-iterations (the plan's `stacked`) it carries a counter too, and per tap a
+    buffer of the selected iterations that each iteration writes its value into."""
     module_importer = ctx.module_importer
+    plan = module_importer.tap_plan
+    body_name = ctx.attrs["body"]
+    stacked = plan.stacked.get(body_name)
     n = len(init)
     zeros = []
     for name in taps:
-        for leaf in module_importer.tap_plan.instructions[name].shape.leaves():
+        inner = plan.stack_dims(name, body_name)
+        outer = ([stacked[1]] if stacked else []) + inner
+        for leaf in plan.instructions[name].shape.leaves():
             if not leaf.is_token:
-                zeros.append(ctx.constant(0, leaf.element_type, leaf.dims))
-    state = init + zeros
+                zeros.append(ctx.constant(0, leaf.element_type, outer + list(leaf.dims)))
+    counter = [builders.scalar_constant(0, ir.IntegerType.get_signless(32))] if stacked else []
+    state = init + counter + zeros
     op = builders.op("stablehlo.while", [v.type for v in state], state, regions=2)
-    for is_body, comp_name in ((False, ctx.attrs["condition"]), (True, ctx.attrs["body"])):
+    for is_body, comp_name in ((False, ctx.attrs["condition"]), (True, body_name)):
         block = op.regions[int(is_body)].blocks.append(*[v.type for v in state])
-        args = [list(block.arguments)[:n]]
+        arguments = list(block.arguments)
+        args = [arguments[:n]]
         comp = ctx.computation(comp_name)
         with ir.InsertionPoint(block):
             module_importer.tap_collectors.append({})
             results = ComputationImporter(module_importer, comp, args).run()
             recorded = module_importer.tap_collectors.pop()
             if is_body:
-                results = list(results) + module_importer.tap_values(taps, recorded)
+                values = module_importer.tap_values(taps, recorded)
+                if stacked:
+                    i = arguments[n]
+                    buffers = arguments[n + 1:]
+                    values = [_write_iteration(buffer, value, i, stacked) for buffer, value in zip(buffers, values)]
+                    one = builders.scalar_constant(1, ir.IntegerType.get_signless(32))
+                    values = [builders.binary("add", i, one)] + values
+                results = list(results) + values
             with module_importer.location(comp.root):
                 stablehlo.ReturnOp(results)
-    carried = list(op.results)[n:]
+    carried = list(op.results)[n + len(counter):]
     from converter.importer.taps import array_leaf_mask
 
     for name in taps:
-        mask = array_leaf_mask(module_importer.tap_plan.instructions[name])
+        mask = array_leaf_mask(plan.instructions[name])
         count = sum(mask)
         leaves, carried = carried[:count], carried[count:]
         # Token leaves are not carried; the recorded value holds array leaves only, in
@@ -87,6 +114,27 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
         it = iter(leaves)
         module_importer.record_tap(name, [next(it) if keep else None for keep in mask])
     return list(op.results)[:n]
+
+
+def _write_iteration(buffer: ir.Value, value: ir.Value, counter: ir.Value, stacked: tuple[int, int]) -> ir.Value:
+    """`buffer` with row `counter - first` set to `value` when the counter is among the
+    selected iterations (the row written back unchanged otherwise: an in-place update)."""
+    first, count = stacked
+    if count == 0:  # a loop known to run no iteration: nothing to write
+        return buffer
+    i32 = ir.IntegerType.get_signless(32)
+    dims = builders.shape_of(buffer)
+    row = builders.binary("subtract", counter, builders.scalar_constant(first, i32))
+    selected = builders.binary("and", builders.compare(row, builders.scalar_constant(0, i32), "GE"),
+                               builders.compare(row, builders.scalar_constant(count, i32), "LT"))
+    at = builders.op1("stablehlo.clamp", row.type, [builders.scalar_constant(0, i32), row,
+                                                    builders.scalar_constant(count - 1, i32)])
+    zero = builders.scalar_constant(0, i32)
+    starts = [at] + [zero] * (len(dims) - 1)
+    old = builders.dynamic_slice(buffer, starts, [1] + dims[1:])
+    new = builders.select(builders.broadcast_in_dim(selected, [1] + dims[1:], []),
+                          builders.reshape(value, [1] + dims[1:]), old)
+    return builders.dynamic_update_slice(buffer, new, starts)
 
 
 @import_rule("conditional")

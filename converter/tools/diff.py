@@ -1,0 +1,222 @@
+"""`hlo-roundtrip diff A B`: the structural difference of two dumps of one program, as text.
+
+Instructions are matched as `compare` matches them (converter.tools.compare.keyed: the
+framework's op_name, source location, logical shape and while-loop depth; the last
+instruction of a key stands for the op).  The report lists, for the matched ops whose
+structure changed, what changed — opcode, element type and dimensions, layout, the
+fusion holding it (and that fusion's kind), sharding — then the ops only one dump has
+(removed: only in A; added: only in B), the opcode counts that differ and the
+collectives of each (opcode, replica groups).  Nothing is executed.
+
+Exit status (a verdict, as DESIGN's comparisons): 0 the two structures are the same by
+these measures, 3 they differ.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from converter.hlo.ir import Instruction, Module
+
+EXIT_SAME, EXIT_DIFFERENT = 0, 3
+
+
+@dataclass
+class Change:
+    key: tuple
+    a: str
+    b: str
+    what: list[str]
+
+
+@dataclass
+class DiffReport:
+    path_a: str
+    path_b: str
+    changed: list[Change] = field(default_factory=list)
+    removed: list[tuple[tuple, str]] = field(default_factory=list)  # (key, instruction in A)
+    added: list[tuple[tuple, str]] = field(default_factory=list)    # (key, instruction in B)
+    matched: int = 0
+    opcodes: list[tuple[str, int, int]] = field(default_factory=list)
+    collectives: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
+    sizes: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))  # (instructions, fusions) of A, B
+
+    @property
+    def same(self) -> bool:
+        return not (self.changed or self.removed or self.added or self.opcodes or self.collectives)
+
+
+def _fusion_of(hlo: Module) -> dict[str, Instruction]:
+    """The fusion instruction whose computation (directly or through nested fusions)
+    holds each fused instruction."""
+    callers: dict[str, Instruction] = {}
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "fusion":
+                calls = instr.attrs.get("calls")
+                callers[calls[0] if isinstance(calls, (list, tuple)) else calls] = instr
+    out: dict[str, Instruction] = {}
+    for comp in hlo.computations:
+        if comp.name in callers:
+            for instr in comp.instructions:
+                out[instr.name] = callers[comp.name]
+    return out
+
+
+def _layout(instr: Instruction) -> str:
+    layout = instr.shape.layout
+    if layout is None or not instr.shape.is_array:
+        return ""
+    from converter.hlo.printer import shape_to_text
+
+    text = shape_to_text(instr.shape)
+    return text[text.index("{"):] if "{" in text else ""
+
+
+def _sharding(instr: Instruction) -> str:
+    sharding = instr.attrs.get("sharding")
+    if sharding is None:
+        return ""
+    from converter.hlo.printer import sharding_to_text
+
+    try:
+        return sharding_to_text(sharding)
+    except (AttributeError, TypeError):
+        return str(sharding)
+
+
+def _fusion_text(fusion: Instruction | None) -> str:
+    if fusion is None:
+        return "unfused"
+    return f"in a {fusion.attrs.get('kind', 'fusion')} fusion"
+
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+               "collective-broadcast", "all-reduce-start", "all-gather-start", "collective-permute-start",
+               "ragged-all-to-all")
+
+
+def _collectives(hlo: Module) -> Counter:
+    out: Counter = Counter()
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            if instr.opcode in COLLECTIVES:
+                groups = instr.attrs.get("replica_groups")
+                out[f"{instr.opcode} {_groups_text(groups)}"] += 1
+    return out
+
+
+def _groups_text(groups) -> str:
+    if groups is None:
+        return "replica_groups={}"
+    from converter.hlo.printer import attr_to_text
+    from converter.hlo import attrs
+
+    try:
+        return attr_to_text("replica_groups", groups, attrs.INSTRUCTION_ATTRS)
+    except (AttributeError, TypeError, KeyError):
+        return f"replica_groups={groups}"
+
+
+def _describe(key: tuple) -> str:
+    op_name, source, shape, depth = key
+    where = f" at {source}" if source else ""
+    loop = f", loop depth {depth}" if depth != "0" else ""
+    return f"{op_name}{where} [{shape}{loop}]"
+
+
+def diff_modules(a: Module, b: Module) -> DiffReport:
+    from converter.tools.compare import flatten, keyed
+
+    report = DiffReport(a.path, b.path)
+    keys_a, keys_b = keyed(a, flatten(a)), keyed(b, flatten(b))
+    fusion_a, fusion_b = _fusion_of(a), _fusion_of(b)
+    for key, ia in keys_a.items():
+        ib = keys_b.get(key)
+        if ib is None:
+            report.removed.append((key, ia.name))
+            continue
+        report.matched += 1
+        what = []
+        if ia.opcode != ib.opcode:
+            what.append(f"opcode {ia.opcode} → {ib.opcode}")
+        from converter.hlo.printer import shape_to_text
+
+        sa, sb = shape_to_text(ia.shape.without_layout()), shape_to_text(ib.shape.without_layout())
+        if sa != sb:
+            what.append(f"shape {sa} → {sb}")
+        la, lb = _layout(ia), _layout(ib)
+        if la != lb:
+            what.append(f"layout {la or 'none'} → {lb or 'none'}")
+        fa, fb = fusion_a.get(ia.name), fusion_b.get(ib.name)
+        if _fusion_text(fa) != _fusion_text(fb):
+            what.append(f"{_fusion_text(fa)} → {_fusion_text(fb)}")
+        ha, hb = _sharding(ia), _sharding(ib)
+        if ha != hb:
+            what.append(f"sharding {ha or 'none'} → {hb or 'none'}")
+        if what:
+            report.changed.append(Change(key, ia.name, ib.name, what))
+    report.added = [(key, ib.name) for key, ib in keys_b.items() if key not in keys_a]
+    count_a = Counter(i.opcode for c in a.computations for i in c.instructions)
+    count_b = Counter(i.opcode for c in b.computations for i in c.instructions)
+    report.opcodes = sorted((op, count_a[op], count_b[op]) for op in set(count_a) | set(count_b)
+                            if count_a[op] != count_b[op])
+    ca, cb = _collectives(a), _collectives(b)
+    for kind in sorted(set(ca) | set(cb)):
+        if ca[kind] != cb[kind]:
+            report.collectives.append((kind, [str(ca[kind])], [str(cb[kind])]))
+    report.sizes = ((sum(count_a.values()), count_a["fusion"]), (sum(count_b.values()), count_b["fusion"]))
+    return report
+
+
+def format_report(report: DiffReport, max_rows: int = 40) -> str:
+    (na, fa), (nb, fb) = report.sizes
+    lines = [f"A: {report.path_a}: {na} instructions, {fa} fusions",
+             f"B: {report.path_b}: {nb} instructions, {fb} fusions",
+             f"matched ops (op_name, source, logical shape, loop depth): {report.matched}; "
+             f"changed {len(report.changed)}, only in A {len(report.removed)}, only in B {len(report.added)}"]
+
+    def listing(title: str, rows: list[str]) -> None:
+        if not rows:
+            return
+        lines.append("")
+        lines.append(title)
+        lines.extend("  " + r for r in rows[:max_rows])
+        if len(rows) > max_rows:
+            lines.append(f"  … {len(rows) - max_rows} more")
+
+    listing("changed:", [f"{_describe(c.key)}: %{c.a} → %{c.b}: " + "; ".join(c.what) for c in report.changed])
+    listing("only in A (removed):", [f"{_describe(k)}: %{n}" for k, n in report.removed])
+    listing("only in B (added):", [f"{_describe(k)}: %{n}" for k, n in report.added])
+    width = max((len(op) for op, _, _ in report.opcodes), default=0)
+    listing("opcode counts that differ (A → B):", [f"{op.ljust(width)}  {x} → {y}" for op, x, y in report.opcodes])
+    listing("collectives that differ (A → B):", [f"{kind}: {x[0]} → {y[0]}" for kind, x, y in report.collectives])
+    lines.append("")
+    lines.append("verdict: " + ("the same structure" if report.same else "the structures differ"))
+    return "\n".join(lines)
+
+
+def add_diff_parser(sub) -> None:
+    p = sub.add_parser("diff", help="the structural difference of two dumps of one program (text; nothing runs)",
+                       description="Match the instructions of two dumps as `compare` does (op_name, source, "
+                                   "logical shape, loop depth) and list what changed: opcode, shape, layout, "
+                                   "fusion, sharding; the ops only one has; opcode and collective counts. "
+                                   "Exit 0 when nothing differs, 3 when something does.")
+    p.add_argument("dump_a", metavar="A")
+    p.add_argument("dump_b", metavar="B")
+    p.add_argument("--max-rows", type=int, default=40, help="rows per section (default 40)")
+    from converter.tools.options import add_unknown_attributes_arg
+
+    add_unknown_attributes_arg(p)
+
+
+def cmd_diff(args) -> int:
+    from converter.hlo.parser import parse_hlo
+    from converter.hlo.proto import read_hlo_text
+
+    a = parse_hlo(read_hlo_text(args.dump_a), args.dump_a, allow_unknown_attributes=args.allow_unknown_attributes)
+    b = parse_hlo(read_hlo_text(args.dump_b), args.dump_b, allow_unknown_attributes=args.allow_unknown_attributes)
+    report = diff_modules(a, b)
+    print(format_report(report, args.max_rows))
+    return EXIT_SAME if report.same else EXIT_DIFFERENT

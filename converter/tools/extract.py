@@ -1,0 +1,556 @@
+"""`hlo-roundtrip extract DUMP --root NAME -o OUT.hlo`: a standalone HLO module computing
+one instruction of a dump from parameters that hold its operands' values in this run.
+
+The operands' values come from taps on the converted dump (inside while loops at the
+iteration `--iteration` names, one index per enclosing loop, outer first; without it the
+last iteration, as a tap).  The module is plain HLO for XLA's CPU compiler: a fusion or
+call is written as its computation's instructions, fusions and calls inside the
+computations it keeps (a reduce's, a while's) are inlined the same way, the dump's
+layouts stay on the shapes, backend_config and sharding annotations are dropped (they
+are the dump backend's), and a backend custom-call is refused unless
+`--allow-custom-calls` (XLA's CPU compiler has none of the GPU/TPU targets).  The inputs
+go to OUT.inputs.npz keyed arg0..argN, one per parameter (a tuple-shaped operand is one
+parameter per array leaf, rebuilt with a tuple instruction); constants stay in the text.
+`--verify` runs the module with XLA itself and compares its result bit for bit with the
+tap of NAME in the full run (exit 3 when they differ).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from converter.common.errors import ConverterError, UsageError
+from converter.hlo.ir import Computation, Instruction, Module, split_operand
+from converter.hlo.printer import module_to_text
+from converter.importer.taps import called_computations, tap_path
+
+INLINED_OPCODES = {"fusion": "calls", "call": "to_apply"}
+# Annotations of the dump's backend and partitioning that XLA's CPU compiler would read as
+# its own (a GPU fusion's backend_config, a TPU sharding) or that name instructions the
+# inlined copy no longer has.
+DROPPED_ATTRS = ("backend_config", "sharding", "control-predecessors", "output_to_operand_aliasing",
+                 "schedule", "statistics")
+
+
+# Instructions whose value depends on the devices a module runs on: not extracted from a
+# multi-device module into a one-device one.
+DEVICE_DEPENDENT = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                    "collective-broadcast", "ragged-all-to-all", "replica-id", "partition-id",
+                    "all-reduce-start", "all-gather-start", "collective-permute-start"}
+
+
+class ExtractError(ConverterError):
+    pass
+
+
+@dataclass
+class Extracted:
+    text: str
+    inputs: list[np.ndarray]
+    # What each parameter holds: the operand (leaf) it stands for.
+    parameters: list[str]
+    expected: list[np.ndarray] = field(default_factory=list)  # the tap of NAME (its array leaves)
+    iterations: list[int] | None = None
+    loops: list[str] = field(default_factory=list)
+
+
+def find_instruction(hlo: Module, name: str) -> tuple[Computation, Instruction]:
+    name = name.strip().lstrip("%")
+    for comp in hlo.computations:
+        instr = comp.by_name.get(name)
+        if instr is not None:
+            return comp, instr
+    close = [i.name for c in hlo.computations for i in c.instructions if i.name.startswith(name.split(".")[0])][:5]
+    hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
+    raise ExtractError(f"{hlo.path}: error: --root {name}: no instruction of that name{hint}")
+
+
+class _Names:
+    """Instruction names of the extracted module, unique across it."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+
+    def fresh(self, name: str) -> str:
+        out, k = name, 1
+        while out in self.used:
+            out = f"{name}.x{k}"
+            k += 1
+        self.used.add(out)
+        return out
+
+
+def _copy(instr: Instruction, name: str, operands: list[str]) -> Instruction:
+    new = copy.copy(instr)
+    new.name = name
+    new.operands = operands
+    new.attrs = {k: v for k, v in instr.attrs.items() if k not in DROPPED_ATTRS or
+                 (k == "backend_config" and instr.opcode == "while")}
+    new.is_root = False
+    return new
+
+
+def _rename(operand: str, names: dict[str, str]) -> str:
+    base, index = split_operand(operand)
+    new = names.get(base, base)
+    return new + "".join(f"#{i}" for i in index)
+
+
+class _Builder:
+    """Copies of computations with every fusion and call inlined, and the computations
+    the copies call (reduce regions, loop bodies, ...), each once."""
+
+    def __init__(self, hlo: Module, allow_custom_calls: bool):
+        self.hlo = hlo
+        self.allow_custom_calls = allow_custom_calls
+        self.names = _Names()
+        self.computations: dict[str, Computation] = {}
+        self.order: list[str] = []
+        self.copy_sources: dict[str, str] = {}  # copy-start -> its operand
+
+    def check(self, instr: Instruction) -> None:
+        if instr.opcode == "custom-call" and not self.allow_custom_calls:
+            target = instr.attrs.get("custom_call_target", "?")
+            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract %{instr.name}'s "
+                               f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
+                               "does not run (pass --allow-custom-calls to write it anyway)")
+        if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("copy-start", "copy-done"):
+            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract through "
+                               f"%{instr.name} ({instr.opcode}): an asynchronous pair has no single-instruction "
+                               "form here; extract its -done instruction's operand or a later instruction")
+
+    def emit(self, instructions: list[Instruction], names: dict[str, str], out: list[Instruction]) -> None:
+        """Append copies of `instructions` to `out` (fusions and calls inlined, called
+        computations copied); `names` maps the source names to the copies' names (a
+        parameter's to its caller's operand where inlined)."""
+        for instr in instructions:
+            if instr.opcode == "parameter" and instr.name in names:
+                continue
+            self.check(instr)
+            operands = [_rename(o, names) for o in instr.operands]
+            key = INLINED_OPCODES.get(instr.opcode)
+            callee = instr.attrs.get(key) if key else None
+            callee = callee[0] if isinstance(callee, (list, tuple)) else callee
+            if callee in self.hlo.by_name:
+                inner = self.hlo.by_name[callee]
+                inner_names = {p.name: operands[p.parameter_number] for p in inner.parameters}
+                self.emit(inner.instructions, inner_names, out)
+                names[instr.name] = inner_names.get(inner.root.name, inner.root.name)
+                continue
+            if instr.opcode == "bitcast":
+                names[instr.name] = self.logical_bitcast(instr, operands[0], out)
+                continue
+            if instr.opcode in ("copy-start", "copy-done"):
+                names[instr.name] = self.synchronous_copy(instr, operands[0], out)
+                continue
+            new = _copy(instr, self.names.fresh(instr.name), operands)
+            names[instr.name] = new.name
+            for attr, comp_name in called_computations(instr, self.hlo):
+                self.computation(comp_name)
+            out.append(new)
+
+    def logical_bitcast(self, instr: Instruction, operand: str, out: list[Instruction]) -> str:
+        """A dump's bitcast (bytes reinterpreted by the layouts, which XLA's layout
+        assignment refuses to see in its input) as the ops it means: the operand in its
+        physical order (transpose), reshaped to the result's physical dims, permuted back
+        to the result's logical order; one reshape where the orders are row-major."""
+        from converter.hlo.ir import Shape
+
+        src = self.operand_shape(instr)
+        dst = instr.shape
+        from converter.hlo.ir import ELEMENT_BITS
+
+        untiled = all(s.layout is None or not s.layout.tiles for s in (src, dst))
+        if not untiled and src.num_elements() == dst.num_elements():
+            from converter.importer.rules.shapes import _tiles_reorder
+
+            # Tiles that store the elements in the order the untiled layouts do (TPU's
+            # (8,128) tiles of a row-major array, mostly): read as if untiled.
+            untiled = not _tiles_reorder(src, dst)
+        same_width = ELEMENT_BITS.get(src.element_type) == ELEMENT_BITS.get(dst.element_type)
+        if not same_width or src.num_elements() != dst.num_elements() or not untiled:
+            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot write %{instr.name} "
+                               f"(bitcast {src} → {dst}) as plain HLO: it changes the element width, the "
+                               "element count or the tiling")
+        retyped = None
+        if src.element_type != dst.element_type:
+            # Same width: the layout change in the source type, then bitcast-convert.
+            retyped = dst
+            dst = Shape(src.element_type, dst.dims, dst.dynamic, dst.layout)
+
+        def order(shape) -> list[int]:
+            if shape.layout is None or not shape.layout.minor_to_major:
+                return list(range(len(shape.dims)))
+            return list(reversed(shape.layout.minor_to_major))
+
+        src_order, dst_order = order(src), order(dst)
+        dst_phys = [dst.dims[d] for d in dst_order]
+        inverse = [0] * len(dst_order)
+        for i, d in enumerate(dst_order):
+            inverse[d] = i
+        name = operand
+        if src_order != sorted(src_order):
+            t = _copy(instr, self.names.fresh(f"{instr.name}.physical"), [name])
+            t.opcode, t.shape, t.operand_shapes = "transpose", Shape(src.element_type, tuple(src.dims[d] for d in src_order)), None
+            t.attrs = {"dimensions": src_order}
+            out.append(t)
+            name = t.name
+        final = dst_order == sorted(dst_order)
+        last = retyped is None
+        r = _copy(instr, self.names.fresh(instr.name if final and last else f"{instr.name}.reshape"), [name])
+        r.opcode, r.operand_shapes, r.attrs = "reshape", None, {}
+        r.shape = dst if final else Shape(dst.element_type, tuple(dst_phys))
+        out.append(r)
+        name = r.name
+        if not final:
+            t = _copy(instr, self.names.fresh(instr.name if last else f"{instr.name}.logical"), [r.name])
+            t.opcode, t.operand_shapes, t.attrs, t.shape = "transpose", None, {"dimensions": inverse}, dst
+            out.append(t)
+            name = t.name
+        if retyped is not None:
+            c = _copy(instr, self.names.fresh(instr.name), [name])
+            c.opcode, c.operand_shapes, c.attrs, c.shape = "bitcast-convert", None, {}, retyped
+            out.append(c)
+            name = c.name
+        return name
+
+    def synchronous_copy(self, instr: Instruction, operand: str, out: list[Instruction]) -> str:
+        """A copy between memory spaces (copy-start: (destination, source, context);
+        copy-done: the destination) as the plain copy it is on values: copy-done of a
+        copy-start in the module is a copy of its source; of a copy-start given as a
+        parameter (a tuple), element 0 of it."""
+        if instr.opcode == "copy-start":
+            self.copy_sources[instr.name] = operand
+            return instr.name  # nothing uses it but its copy-done
+        source = self.copy_sources.get(operand)
+        new = _copy(instr, self.names.fresh(instr.name), [source if source is not None else operand])
+        new.operand_shapes = None
+        if source is not None:
+            new.opcode = "copy"
+        else:
+            new.opcode, new.attrs = "get-tuple-element", {"index": 0}
+        out.append(new)
+        return new.name
+
+    def operand_shape(self, instr: Instruction):
+        if instr.operand_shapes and instr.operand_shapes[0] is not None:
+            return instr.operand_shapes[0]
+        for comp in self.hlo.computations:
+            if instr.name in comp.by_name and comp.by_name[instr.name] is instr:
+                return comp.operand_shape(instr.operands[0])
+        raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: no shape for %{instr.name}'s operand")
+
+    def computation(self, name: str) -> None:
+        if name in self.computations:
+            return
+        source = self.hlo.by_name[name]
+        self.computations[name] = None  # being built (a computation does not call itself)
+        out: list[Instruction] = []
+        names: dict[str, str] = {}
+        for p in source.parameters:
+            names[p.name] = self.names.fresh(p.name)
+        params = [_copy(p, names[p.name], []) for p in source.parameters]
+        self.emit([i for i in source.instructions if i.opcode != "parameter"], names, out)
+        instructions = params + out
+        root_name = names.get(source.root.name, source.root.name)
+        root = next((i for i in instructions if i.name == root_name), None)
+        if root is None:  # the root is a parameter passed straight through an inlined call
+            raise ExtractError(f"{self.hlo.path}: error: computation {name}'s root is not an instruction of its own")
+        root.is_root = True
+        self.computations[name] = Computation(name, instructions, source.line, source.col, False, None,
+                                              source.execution_thread, {i.name: i for i in instructions}, root, params)
+        self.order.append(name)
+
+
+def cut_instructions(comp: Computation, instr: Instruction, producers: int) -> list[Instruction]:
+    """`instr` and its producers up to `producers` levels up within its computation
+    (parameters stay outside: they are inputs), in the computation's order."""
+    cut = {instr.name}
+    frontier = {instr.name}
+    for _ in range(producers):
+        nxt = set()
+        for name in frontier:
+            for operand in comp.by_name[name].operands:
+                base = split_operand(operand)[0]
+                if base not in cut and comp.by_name[base].opcode != "parameter":
+                    nxt.add(base)
+        cut |= nxt
+        frontier = nxt
+    return [i for i in comp.instructions if i.name in cut]
+
+
+def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
+    """The instructions outside `cut` whose values it reads: the extracted module's
+    parameters (constants with their literal aside: copied)."""
+    inside = {i.name for i in cut}
+    out = []
+    for i in cut:
+        for operand in i.operands:
+            base = split_operand(operand)[0]
+            if base not in inside:
+                out.append(base)
+    return list(dict.fromkeys(out))
+
+
+def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.ndarray]],
+                   allow_custom_calls: bool = False, producers: int = 0) -> tuple[str, list[np.ndarray], list[str]]:
+    """The HLO text computing instruction `name` (with `producers` levels of its producers)
+    from parameters, the parameters' values (`operand_values`: per operand instruction
+    outside the cut, its array leaves' values), and what each parameter holds."""
+    comp, instr = find_instruction(hlo, name)
+    if instr.opcode == "parameter":
+        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} is a parameter: there is no "
+                           "computation to extract (tap it for its value)")
+    if instr.opcode == "copy-start":
+        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} (copy-start) only starts a "
+                           "copy between memory spaces: extract its copy-done")
+    builder = _Builder(hlo, allow_custom_calls)
+    entry_instructions: list[Instruction] = []
+    names: dict[str, str] = {}
+    inputs: list[np.ndarray] = []
+    held: list[str] = []
+    cut = cut_instructions(comp, instr, producers)
+    for operand in cut_operands(comp, cut):
+        producer = comp.by_name[operand]
+        if producer.opcode == "constant" and producer.literal is not None and not producer.literal_elided:
+            new = _copy(producer, builder.names.fresh(operand), [])
+            names[operand] = new.name
+            entry_instructions.append(new)
+            continue
+        leaves = producer.shape.leaves()
+        values = operand_values[operand]
+        if not producer.shape.is_tuple:
+            param = _parameter(builder.names.fresh(operand), producer.shape, len(inputs))
+            entry_instructions.append(param)
+            names[operand] = param.name
+            inputs.append(values[0])
+            held.append(operand)
+            continue
+        if any(leaf.is_tuple for leaf in producer.shape.tuple_shapes):
+            raise ExtractError(f"{hlo.path}:{producer.line}:{producer.col}: error: operand %{operand} of %{name} is a "
+                               "nested tuple; extract an instruction that uses its elements")
+        parts, it = [], iter(values)
+        for k, leaf in enumerate(leaves):
+            if leaf.is_token:
+                token = Instruction(builder.names.fresh(f"{operand}.token{k}"), "after-all", leaf, [], {}, 0, 0)
+                entry_instructions.append(token)
+                parts.append(token.name)
+                continue
+            param = _parameter(builder.names.fresh(f"{operand}.leaf{k}"), leaf, len(inputs))
+            entry_instructions.append(param)
+            parts.append(param.name)
+            inputs.append(next(it))
+            held.append(f"{operand}#{k}")
+        tup = Instruction(builder.names.fresh(operand), "tuple", producer.shape, parts, {}, 0, 0)
+        entry_instructions.append(tup)
+        names[operand] = tup.name
+    builder.emit(cut, names, entry_instructions)
+    root_name = names[instr.name]
+    root = next((i for i in entry_instructions if i.name == root_name), None)
+    if root is None:  # a fusion whose root is one of its parameters: copy the operand
+        source = next(i for i in entry_instructions if i.name == root_name.split("#")[0])
+        root = Instruction(builder.names.fresh(instr.name), "copy" if not source.shape.is_tuple else "tuple",
+                           source.shape, [source.name], {}, 0, 0)
+        entry_instructions.append(root)
+    root.is_root = True
+    params = [i for i in entry_instructions if i.opcode == "parameter"]
+    entry = Computation(f"extract.{_symbol(instr.name)}", entry_instructions, 0, 0, True, None, "",
+                        {i.name: i for i in entry_instructions}, root, params)
+    computations = [builder.computations[n] for n in builder.order] + [entry]
+    module = Module(f"extract_{_symbol(instr.name)}", computations, {}, hlo.stack_frames, hlo.path,
+                    {c.name: c for c in computations}, entry)
+    return module_to_text(module), inputs, held
+
+
+def _parameter(name: str, shape, number: int) -> Instruction:
+    return Instruction(name, "parameter", shape, [], {}, 0, 0, parameter_number=number)
+
+
+def _symbol(name: str) -> str:
+    return re.sub(r"[^\w.-]", "_", name)
+
+
+def parse_iteration(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--iteration {text!r}: give one iteration per enclosing while loop, outer first "
+                         "(e.g. 3 or 1,4)") from None
+    if any(v < 0 for v in values):
+        raise UsageError(f"--iteration {text!r}: iterations count from 0")
+    return values
+
+
+def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
+            program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
+            input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
+            device: int = 0) -> Extracted:
+    """Run the dump with taps on NAME's operands (and NAME) and build the module."""
+    from converter.importer.core import ImportOptions
+    from converter.importer.taps import TapRequest, trip_count
+    from converter.runtime import program as runtime
+
+    if hlo is None:
+        from converter.hlo.parser import parse_hlo_file
+
+        hlo = parse_hlo_file(path)
+    comp, instr = find_instruction(hlo, name)
+    ok, why, bodies = tap_path(hlo, comp, False)
+    if not ok:
+        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot extract %{instr.name}: {why}")
+    bodies = list(reversed(bodies))  # outer first
+    callers = {c: (cc, i) for cc in hlo.computations for i in cc.instructions
+               for k, c in called_computations(i, hlo) if i.opcode == "while" and k == "body"}
+    loops = [callers[b][1] for b in bodies]
+    if iteration is not None and len(iteration) != len(bodies):
+        where = ", ".join(f"%{w.name}" for w in loops) or "none"
+        raise UsageError(f"--iteration {','.join(map(str, iteration))}: %{instr.name} is inside {len(bodies)} while "
+                         f"loop(s) ({where}): give one iteration for each, outer first")
+    if iteration is not None:
+        for (caller_comp, loop), k in zip((callers[b] for b in bodies), iteration):
+            trips = trip_count(hlo, caller_comp, loop)
+            if trips is not None and k >= trips:
+                raise UsageError(f"--iteration: %{loop.name} runs {trips} iteration(s) (0..{trips - 1}); "
+                                 f"iteration {k} does not exist")
+    operands = [o for o in cut_operands(comp, cut_instructions(comp, instr, producers))
+                if not (comp.by_name[o].opcode == "constant" and comp.by_name[o].literal is not None
+                        and not comp.by_name[o].literal_elided)]
+    tapped = list(dict.fromkeys(operands + ([instr.name] if any(not l.is_token for l in instr.shape.leaves()) else [])))
+    request = TapRequest(names=tapped, iterations=[(k, 1) for k in iteration] if iteration is not None else None)
+    if program_loader is not None:
+        program = program_loader(ImportOptions(taps=request))
+    else:
+        from converter.runtime.convert import convert_module
+        from converter.runtime.program import program_from_module
+
+        program = program_from_module(convert_module(hlo, import_options=ImportOptions(taps=request)), hlo, path)
+    if arrays is None:
+        from converter.runtime.inputs import build_inputs
+
+        arrays, _ = build_inputs(program, input_values or [], inputs_path, seed, False)
+    outputs = program.execute(arrays)
+    by_key = {spec.name: o for spec, o in zip(program.results, outputs)}
+    depth = len(bodies) if iteration is not None else 0
+    devices = program.num_devices
+    if devices > 1:
+        cross = [i for i in cut_instructions(comp, instr, producers) if i.opcode in DEVICE_DEPENDENT]
+        if cross:
+            raise ExtractError(f"{hlo.path}:{cross[0].line}:{cross[0].col}: error: cannot extract %{cross[0].name} "
+                               f"({cross[0].opcode}) of a {devices}-device module as a one-device module: its value "
+                               "depends on the other devices")
+        if not 0 <= device < devices:
+            raise UsageError(f"--device {device}: the module runs on devices 0..{devices - 1}")
+
+    def leaves_of(op: str) -> list[np.ndarray]:
+        keys = [k for k in by_key if k == f"tap:{op}" or k.startswith(f"tap:{op}#")]
+        values = [np.asarray(by_key[k]) for k in keys]
+        if devices > 1:  # a leading axis per device
+            values = [v[device] for v in values]
+        return [v.reshape(v.shape[depth:]) for v in values]
+
+    values = {op: leaves_of(op) for op in operands}
+    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers)
+    expected = leaves_of(instr.name) if instr.name in tapped else []
+    return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops])
+
+
+def add_extract_parser(sub) -> None:
+    p = sub.add_parser("extract", help="a standalone HLO module computing one instruction from its operands' "
+                                       "values in this run (XLA runs it on CPU)",
+                       description="Write OUT.hlo: plain HLO computing instruction NAME (fused or not; inside a "
+                                   "while loop at --iteration) from parameters, and OUT.inputs.npz (arg0..argN) "
+                                   "holding its operands' values in a run of the dump (taps). Exit 0; with "
+                                   "--verify, 3 when XLA's result of OUT.hlo differs from the tap of NAME.")
+    p.add_argument("dump", help="HLO text dump (or XLA proto)")
+    p.add_argument("--root", required=True, metavar="NAME", help="the instruction to extract")
+    p.add_argument("--iteration", metavar="K[,K...]",
+                   help="inside while loops: the iteration of each enclosing loop, outer first, counting from 0 "
+                        "(default: the last, as a tap)")
+    p.add_argument("--inputs", metavar="IN.npz", help="the dump's inputs keyed arg0..argN (default: random from --seed)")
+    p.add_argument("--input", dest="input_values", action="append", default=[], metavar="ARG=VALUE",
+                   help="one argument of the dump, as `run --input`")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.hlo",
+                   help="the module; its inputs go to OUT.inputs.npz beside it")
+    p.add_argument("--producers", type=int, default=0, metavar="N",
+                   help="also keep N levels of NAME's producers in the module (their operands become the "
+                        "parameters): the cut no longer splits a multiply from the add XLA fuses with it")
+    p.add_argument("--device", type=int, default=0, metavar="D",
+                   help="of a multi-device module: the device whose values the inputs hold (default 0)")
+    p.add_argument("--allow-custom-calls", action="store_true",
+                   help="write backend custom-calls as they are (XLA's CPU compiler cannot run them)")
+    p.add_argument("--verify", action="store_true",
+                   help="run OUT.hlo with XLA itself and compare with the tap of NAME bit for bit")
+
+
+def inputs_path_for(output: str) -> str:
+    base = output[:-4] if output.endswith(".hlo") else output
+    return base + ".inputs.npz"
+
+
+def cmd_extract(args) -> int:
+    import io
+
+    from converter.common.files import write_atomic
+    from converter.hlo.parser import parse_hlo
+    from converter.hlo.proto import read_hlo_text
+    from converter.runtime import program as runtime
+    from converter.tools.options import import_options_from_args, pass_options_from_args
+
+    iteration = parse_iteration(args.iteration)
+    if args.producers < 0:
+        raise UsageError(f"--producers {args.producers}: give 0 or more")
+    npz_path = inputs_path_for(args.output)
+    for out in (args.output, npz_path):
+        folder = os.path.dirname(os.path.abspath(out))
+        if not os.path.isdir(folder):
+            raise UsageError(f"-o {args.output}: folder {folder} does not exist")
+    hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
+
+    def loader(options):
+        import dataclasses
+
+        options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
+        return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
+                            pass_options=pass_options_from_args(args),
+                            allow_unknown_attributes=args.allow_unknown_attributes)
+
+    result = extract(args.dump, args.root, None, iteration, program_loader=loader, seed=args.seed,
+                     allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
+                     inputs_path=args.inputs, producers=args.producers, device=args.device)
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
+    write_atomic(npz_path, buffer.getvalue())
+    write_atomic(args.output, result.text)
+    at = (" at " + ", ".join(f"iteration {k} of %{w}" for w, k in zip(result.loops, result.iterations))
+          if result.iterations else (" at the last iteration of " + ", ".join(f"%{w}" for w in result.loops)
+                                     if result.loops else ""))
+    print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
+          f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
+    if not args.verify:
+        return 0
+    from converter.runtime.xla_oracle import run_with_xla
+
+    got = run_with_xla(result.text, result.inputs)
+    same = len(got) == len(result.expected) and all(
+        g.shape == e.shape and g.dtype == e.dtype and g.tobytes() == e.tobytes() for g, e in zip(got, result.expected))
+    if same:
+        print("verified: XLA's result of the extracted module equals the tap bit for bit")
+        return 0
+    from converter.runtime.compare import compare
+
+    details = "; ".join(f"leaf {i}: max abs {compare(g, e).max_abs:.3g}" for i, (g, e) in enumerate(zip(got, result.expected))
+                        if g.shape == e.shape)
+    print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({details or 'shapes differ'}); "
+          "where the full run fused a producer across the cut (a multiply into an add: one rounding instead of "
+          "two) --producers 1 keeps it in the module")
+    sys.stdout.flush()
+    return 3

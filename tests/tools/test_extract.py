@@ -1,0 +1,174 @@
+"""`extract DUMP --root NAME`: the module it writes is plain HLO that XLA itself parses and
+runs on CPU, and XLA's result of it equals the tap of NAME in the full run bit for bit.
+
+Oracle: XLA (converter.runtime.xla_oracle) running the extracted text.  Random
+instructions of committed CPU dumps (entry, fused, loop-body ones) are extracted from one
+run with every instruction tapped.  Where XLA's CPU compiler fused a producer into NAME
+across the cut in the full run (a multiply into an add: one rounding instead of two, see
+test_a_multiply_add_contracted_across_the_cut), keeping that producer (--producers)
+restores the bits; the test allows up to 3 levels.  A whole fusion holding several adds
+can still round differently in the two compiles (which add each contracts): those are
+held to the dtype's round-off instead."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from converter.hlo.parser import parse_hlo_file
+from converter.importer.core import ImportOptions
+from converter.importer.taps import TapRequest, resolve
+from converter.runtime.convert import convert_module
+from converter.runtime.program import program_from_module
+from converter.runtime.xla_oracle import run_with_xla
+from converter.tools.extract import ExtractError, cut_instructions, cut_operands, extract, extract_module
+from tests.helpers import assert_close
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CPU = os.path.join(ROOT, "tests", "dumps", "cpu")
+# Small optimized CPU dumps: elementwise and reduction fusions, dots, integers, a loop,
+# bf16, a conditional, sorts.
+DUMPS = ["elementwise_f32", "mlp_grad", "reductions", "fori_loop", "int_ops", "bf16_math", "cond_switch",
+         "argsort_topk"]
+
+
+@functools.lru_cache(maxsize=None)
+def full_run(dump: str):
+    """The dump, every instruction that has one value per run tapped, and the taps."""
+    path = os.path.join(CPU, dump + ".hlo")
+    hlo = parse_hlo_file(path)
+    plan = resolve(TapRequest(regex="."), hlo)
+    program = program_from_module(
+        convert_module(hlo, import_options=ImportOptions(taps=TapRequest(names=plan.names))), hlo, path)
+    outputs = program(*program.random_inputs(1))
+    by_key = {spec.name: o for spec, o in zip(program.results, outputs)}
+    where = {i.name: c for c in hlo.computations for i in c.instructions}
+    names = [n for n in plan.names if where[n].by_name[n].opcode != "parameter"]
+    return hlo, by_key, where, names
+
+
+def tap_leaves(by_key: dict, name: str) -> list[np.ndarray]:
+    return [by_key[k] for k in by_key if k == f"tap:{name}" or k.startswith(f"tap:{name}#")]
+
+
+def same_bits(got: list[np.ndarray], expected: list[np.ndarray]) -> bool:
+    return len(got) == len(expected) and all(
+        g.shape == e.shape and g.dtype == e.dtype and g.tobytes() == np.asarray(e).tobytes()
+        for g, e in zip(got, expected))
+
+
+def extract_and_run(dump: str, name: str, producers: int):
+    hlo, by_key, where, _ = full_run(dump)
+    comp = where[name]
+    operands = cut_operands(comp, cut_instructions(comp, comp.by_name[name], producers))
+    text, inputs, held = extract_module(hlo, name, {o: tap_leaves(by_key, o) for o in operands}, producers=producers)
+    return text, inputs, held, run_with_xla(text, inputs), tap_leaves(by_key, name)
+
+
+NEEDED_PRODUCERS: dict[int | str, int] = {}
+# A floating-point add (alone, in a reduction, a dot, a convolution or a complex multiply): where XLA's CPU
+# compiler may contract a multiply into it (an FMA: one rounding instead of two), and the
+# converted program and the extracted module are two compiles that may choose differently.
+ADDS = re.compile(r"= (?:(?:f|bf|c)\d+\S* (?:add|subtract|reduce|reduce-window|dot|convolution|scatter)"
+                  r"|c\d+\S* multiply)\(")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_random_instructions_of_committed_dumps_run_in_xla_to_the_taps_bits(data):
+    dump = data.draw(st.sampled_from(DUMPS))
+    _, _, _, names = full_run(dump)
+    name = data.draw(st.sampled_from(names))
+    for producers in range(4):
+        try:
+            text, inputs, held, got, expected = extract_and_run(dump, name, producers)
+        except ExtractError as e:
+            # The one refusal these dumps meet: a backend call (argsort_topk's TopK), named.
+            assert "holds the backend custom-call" in str(e) and ".hlo:" in str(e), str(e)
+            NEEDED_PRODUCERS["refused"] = NEEDED_PRODUCERS.get("refused", 0) + 1
+            return
+        # Plain HLO: no fusion, no backend call, no bitcast; one parameter per input, in order.
+        assert " fusion(" not in text and " custom-call(" not in text and " bitcast(" not in text
+        assert len(inputs) == len(held) == text.count(" parameter(") - _inner_parameters(text)
+        if same_bits(got, expected):
+            NEEDED_PRODUCERS[producers] = NEEDED_PRODUCERS.get(producers, 0) + 1
+            return
+    # No cut gave the tap's bits: only where an add could be contracted differently by the
+    # two compiles, and then within the dtype's round-off (tests/helpers.TOLERANCES).
+    assert ADDS.search(text), f"{dump}: %{name}: no add to contract, yet not the tap's bits:\n{text}"
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert_close(g, e, what=f"{dump}: %{name}")
+    NEEDED_PRODUCERS["close"] = NEEDED_PRODUCERS.get("close", 0) + 1
+
+
+def _inner_parameters(text: str) -> int:
+    """Parameters of the called computations (not the entry's) in an extracted module."""
+    entry = text[text.index("ENTRY"):]
+    return text.count(" parameter(") - entry.count(" parameter(")
+
+
+def test_a_multiply_add_contracted_across_the_cut():
+    """x*x + 1 inside a fusion: the full run computes it with one rounding (an FMA; checked
+    against float64 NumPy), the extracted add from the rounded product with two; keeping
+    the multiply (--producers 1) gives the tap's bits."""
+    _, _, _, got, expected = extract_and_run("elementwise_f32", "add.0", 0)
+    hlo, by_key, _, _ = full_run("elementwise_f32")
+    x = tap_leaves(by_key, "param_0.1")[0].astype(np.float64)
+    np.testing.assert_array_equal(expected[0], (x * x + 1).astype(np.float32))  # one rounding
+    product = tap_leaves(by_key, "mul.0")[0]
+    np.testing.assert_array_equal(got[0], product + np.float32(1))  # XLA on the cut: two
+    _, _, _, got, expected = extract_and_run("elementwise_f32", "add.0", 1)
+    assert same_bits(got, expected)
+
+
+def test_extract_inside_a_loop_body_at_an_iteration():
+    """fori_loop(0, 7, c*0.9 + sin(c)*i): the fused body's sin.5 and the fusion itself
+    at iteration 3, against the tap stacked per iteration (--tap-iterations)."""
+    path = os.path.join(CPU, "fori_loop.hlo")
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    hlo = parse_hlo_file(path)
+    request = TapRequest(names=["sin.5", "multiply_add_fusion"], iterations="all")
+    program = program_from_module(convert_module(hlo, import_options=ImportOptions(taps=request)), hlo, path)
+    stacked = {spec.name: o for spec, o in zip(program.results, program(x))}
+    for name, producers in (("sin.5", 0), ("multiply_add_fusion", 0)):
+        result = extract(path, name, [x], [3], hlo=hlo, producers=producers)
+        assert result.loops and result.iterations == [3]
+        got = run_with_xla(result.text, result.inputs)
+        assert same_bits(got, [stacked[f"tap:{name}"][3]]), name
+        assert same_bits(result.expected, [stacked[f"tap:{name}"][3]])
+
+
+def test_refusals_name_the_instruction():
+    hlo = parse_hlo_file(os.path.join(CPU, "fori_loop.hlo"))
+    with pytest.raises(ExtractError, match="is a parameter"):
+        extract_module(hlo, "param_1.3", {})
+    with pytest.raises(ExtractError, match="no instruction of that name"):
+        extract_module(hlo, "nope.1", {})
+
+
+def test_cli_writes_the_module_and_its_inputs_and_verifies(tmp_path, capsys):
+    from converter.tools.cli import main
+
+    out = tmp_path / "sin.hlo"
+    args = ["extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "sin.5", "-o", str(out)]
+    assert main(args + ["--iteration", "2", "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "iteration 2 of %while" in printed and "bit for bit" in printed
+    with np.load(tmp_path / "sin.inputs.npz") as npz:
+        assert list(npz.keys()) == ["arg0"] and npz["arg0"].shape == (5,)
+        arrays = [npz["arg0"]]
+    (got,) = run_with_xla(out.read_text(), arrays)
+    # XLA's sin approximation against libm's: a few ulps of f32.
+    np.testing.assert_allclose(got, np.sin(arrays[0]), rtol=2e-6, atol=2e-6)
+    assert main(args + ["--iteration", "1,2"]) == 2
+    assert "inside 1 while loop" in capsys.readouterr().err
+    assert main(args + ["--iteration", "9"]) == 2
+    assert "iteration 9 does not exist" in capsys.readouterr().err
+    assert main(["extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "nope", "-o", str(out)]) == 1
+    assert "no instruction of that name" in capsys.readouterr().err

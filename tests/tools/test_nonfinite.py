@@ -1,0 +1,271 @@
+"""`run --find-nonfinite`: a NaN planted at a known instruction and iteration of a random
+loop nest (the generator knows where: the oracle) is found there; a JAX program's own
+loop, dumped optimized by XLA, against the iteration NumPy finds by running the same
+recurrence; the CLI's verdict exit status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from converter.hlo.parser import parse_hlo
+from converter.importer.core import ImportOptions
+from converter.runtime.convert import convert_module
+from converter.runtime.program import program_from_module
+from converter.tools.nonfinite import find_nonfinite
+
+
+
+@dataclass
+class Nest:
+    """A loop nest: trip counts outer to inner; the NaN is planted in the body at `depth`
+    (0: the outermost loop; -1: the entry), at iteration `target` of every loop down to
+    it, inside a fusion or not; `noise` finite ops per body."""
+
+    trips: list[int]
+    depth: int
+    target: list[int]
+    fused: bool
+    noise: int
+    op: str = "sqrt"  # the planted op: sqrt, log or rsqrt of a negative number
+
+
+def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
+    """HLO text, the planted instruction's name and the while instructions around it.
+    Each loop's state is (s32 counter, s32[D] outer counters, f32[4] x); the plant is
+    op((x*x + 1) * q) (op: sqrt, log, rsqrt) with q = -1 exactly at the target iterations (1 elsewhere): NaN
+    from finite operands."""
+    depth_total = len(nest.trips)
+    width = max(depth_total, 1)
+    comps: list[str] = []
+    state = f"(s32[], s32[{width}], f32[4])"
+    whiles: list[str] = []
+
+    def plant(prefix: str, level: int, lines: list[str], counter: str, outer: str) -> str:
+        """Instructions computing the planted value from x; returns its name.  The condition
+        compares every counter down to `level` with its target."""
+        conds = []
+        if level >= 0:
+            tgt = ",".join(str(t) for t in nest.target[:level] + [0] * (width - level))
+            lines.append(f"  {prefix}tgt = s32[{width}] constant({{{tgt}}})")
+            if level > 0:
+                lines.append(f"  {prefix}oh = s32[{level}] slice({outer}), slice={{[0:{level}]}}")
+                lines.append(f"  {prefix}th = s32[{level}] slice({prefix}tgt), slice={{[0:{level}]}}")
+                lines.append(f"  {prefix}eqv = pred[{level}] compare({prefix}oh, {prefix}th), direction=EQ")
+                lines.append(f"  {prefix}t = pred[] constant(true)")
+                lines.append(f"  {prefix}eqo = pred[] reduce({prefix}eqv, {prefix}t), dimensions={{0}}, to_apply=and_pred")
+                conds.append(f"{prefix}eqo")
+            lines.append(f"  {prefix}k = s32[] constant({nest.target[level]})")
+            lines.append(f"  {prefix}eqi = pred[] compare({counter}, {prefix}k), direction=EQ")
+            conds.append(f"{prefix}eqi")
+            if len(conds) == 2:
+                lines.append(f"  {prefix}hit = pred[] and({conds[0]}, {conds[1]})")
+            else:
+                lines.append(f"  {prefix}hit = pred[] and({conds[0]}, {conds[0]})")
+        else:
+            lines.append(f"  {prefix}hit = pred[] constant(true)")
+        lines.append(f"  {prefix}m1 = f32[] constant(-1)")
+        lines.append(f"  {prefix}p1 = f32[] constant(1)")
+        lines.append(f"  {prefix}q = f32[] select({prefix}hit, {prefix}m1, {prefix}p1)")
+        return f"{prefix}q"
+
+    def sqrt_part(prefix: str, x: str, q: str, lines: list[str]) -> str:
+        if nest.fused:
+            fname = f"fused_sqrt_{prefix}"
+            comps.append(f"""{fname} {{
+  fx = f32[4] parameter(0)
+  fq = f32[] parameter(1)
+  fxx = f32[4] multiply(fx, fx)
+  fone = f32[] constant(1)
+  fones = f32[4] broadcast(fone), dimensions={{}}
+  fpos = f32[4] add(fxx, fones)
+  fqb = f32[4] broadcast(fq), dimensions={{}}
+  fneg = f32[4] multiply(fpos, fqb)
+  ROOT {prefix}plant = f32[4] {nest.op}(fneg), metadata={{op_name="jit(f)/{nest.op}" source_file="nest.py" source_line=3}}
+}}
+""")
+            lines.append(f"  {prefix}fus = f32[4] fusion({x}, {q}), kind=kLoop, calls={fname}")
+            return f"{prefix}fus"
+        lines.append(f"  {prefix}xx = f32[4] multiply({x}, {x})")
+        lines.append(f"  {prefix}one = f32[] constant(1)")
+        lines.append(f"  {prefix}ones = f32[4] broadcast({prefix}one), dimensions={{}}")
+        lines.append(f"  {prefix}pos = f32[4] add({prefix}xx, {prefix}ones)")
+        lines.append(f"  {prefix}qb = f32[4] broadcast({q}), dimensions={{}}")
+        lines.append(f"  {prefix}neg = f32[4] multiply({prefix}pos, {prefix}qb)")
+        lines.append(f"  {prefix}plant = f32[4] {nest.op}({prefix}neg), "
+                     f"metadata={{op_name=\"jit(f)/{nest.op}\" source_file=\"nest.py\" source_line=3}}")
+        return f"{prefix}plant"
+
+    def noise(prefix: str, x: str, lines: list[str]) -> str:
+        for j in range(nest.noise):
+            lines.append(f"  {prefix}h{j} = f32[] constant(0.5)")
+            lines.append(f"  {prefix}hb{j} = f32[4] broadcast({prefix}h{j}), dimensions={{}}")
+            lines.append(f"  {prefix}n{j} = f32[4] multiply({x}, {prefix}hb{j})")
+            lines.append(f"  {prefix}e{j} = f32[4] tanh({prefix}n{j})")
+            x = f"{prefix}e{j}"
+        return x
+
+    def block(level: int, x: str, counter: str | None, outer: str | None, lines: list[str]) -> str:
+        """Instructions of the body at `level` (-1: entry) after x is bound; returns new x."""
+        prefix = f"L{level + 1}_"
+        x = noise(prefix, x, lines)
+        if nest.depth == level:
+            q = plant(prefix, level, lines, counter, outer)
+            x = sqrt_part(prefix, x, q, lines)
+        if level + 1 < depth_total:
+            inner = level + 1
+            if outer is None:
+                lines.append(f"  {prefix}o0 = s32[{width}] constant({{{','.join(['0'] * width)}}})")
+                outer_in = f"{prefix}o0"
+            elif counter is not None:
+                lines.append(f"  {prefix}ci = s32[1] reshape({counter})")
+                lines.append(f"  {prefix}li = s32[] constant({level})")
+                lines.append(f"  {prefix}o1 = s32[{width}] dynamic-update-slice({outer}, {prefix}ci, {prefix}li)")
+                outer_in = f"{prefix}o1"
+            lines.append(f"  {prefix}z = s32[] constant(0)")
+            lines.append(f"  {prefix}init = {state} tuple({prefix}z, {outer_in}, {x})")
+            wname = f"while_{inner}"
+            whiles.append(wname)
+            lines.append(f"  {wname} = {state} while({prefix}init), condition=cond_{inner}, body=body_{inner}")
+            lines.append(f"  {prefix}wx = f32[4] get-tuple-element({wname}), index=2")
+            x = f"{prefix}wx"
+            b = f"B{inner}_"
+            body_lines = [f"  {b}p = {state} parameter(0)",
+                          f"  {b}i = s32[] get-tuple-element({b}p), index=0",
+                          f"  {b}o = s32[{width}] get-tuple-element({b}p), index=1",
+                          f"  {b}x = f32[4] get-tuple-element({b}p), index=2"]
+            bx = block(inner, f"{b}x", f"{b}i", f"{b}o", body_lines)
+            body_lines += [f"  {b}one = s32[] constant(1)", f"  {b}j = s32[] add({b}i, {b}one)",
+                           f"  ROOT {b}t = {state} tuple({b}j, {b}o, {bx})"]
+            comps.append(f"body_{inner} {{\n" + "\n".join(body_lines) + "\n}\n")
+            comps.append(f"""cond_{inner} {{
+  C{inner}_p = {state} parameter(0)
+  C{inner}_i = s32[] get-tuple-element(C{inner}_p), index=0
+  C{inner}_n = s32[] constant({nest.trips[inner]})
+  ROOT C{inner}_lt = pred[] compare(C{inner}_i, C{inner}_n), direction=LT
+}}
+""")
+        return x
+
+    entry = ["  a = f32[4] parameter(0)"]
+    x = block(-1, "a", None, None, entry)
+    entry.append(f"  ROOT r = f32[4] copy({x})")
+    text = ("HloModule nest\n\nand_pred {\n  ap = pred[] parameter(0)\n  aq = pred[] parameter(1)\n"
+            "  ROOT ar = pred[] and(ap, aq)\n}\n\n" + "\n".join(comps) + "\nENTRY main {\n" + "\n".join(entry) + "\n}\n")
+    planted = f"L{nest.depth + 1}_plant"
+    return text, planted, whiles[: nest.depth + 1]
+
+
+def run_monitor(text: str, inputs: list[np.ndarray], path: str = "nest.hlo"):
+    hlo = parse_hlo(text, path)
+    module = convert_module(hlo, import_options=ImportOptions(find_nonfinite=True))
+    program = program_from_module(module, hlo, path)
+    return find_nonfinite(program, inputs)
+
+
+@st.composite
+def nests(draw) -> Nest:
+    depth_total = draw(st.integers(0, 3))
+    trips = [draw(st.integers(1, 4)) for _ in range(depth_total)]
+    depth = draw(st.integers(-1, depth_total - 1))
+    target = [draw(st.integers(0, t - 1)) for t in trips]
+    return Nest(trips, depth, target, draw(st.booleans()), draw(st.integers(0, 2)),
+                draw(st.sampled_from(["sqrt", "log", "rsqrt"])))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nests())
+def test_a_nan_planted_at_any_iteration_of_any_loop_nest_is_found_there(nest):
+    text, planted, whiles = nest_hlo(nest)
+    found = run_monitor(text, [np.linspace(-1, 1, 4, dtype=np.float32)])
+    assert found, text
+    first = found[0]
+    assert first.name == planted, (first, text)
+    assert first.loops == whiles
+    assert first.iterations == nest.target[: nest.depth + 1]
+    assert first.count == 4 and first.opcode == nest.op
+    assert first.op_name == f"jit(f)/{nest.op}" and first.source == "nest.py:3"
+
+
+def test_no_nan_no_origin_and_nan_inputs_are_the_parameter():
+    nest = Nest([3, 2], 5, [0, 0], False, 1)  # depth 5: nothing planted
+    text, _, _ = nest_hlo(nest)
+    assert run_monitor(text, [np.ones(4, np.float32)]) == []
+    found = run_monitor(text, [np.array([1, np.nan, 2, np.inf], np.float32)])
+    assert [(o.name, o.count) for o in found] == [("a", 2)]
+
+
+def test_an_inf_constant_is_not_an_origin_but_what_overflows_is():
+    text = """HloModule m
+max_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+ENTRY main {
+  x = f32[3] parameter(0)
+  ninf = f32[] constant(-inf)
+  mx = f32[] reduce(x, ninf), dimensions={0}, to_apply=max_f32
+  e = f32[3] exponential(x)
+  ROOT t = (f32[], f32[3]) tuple(mx, e)
+}
+"""
+    assert run_monitor(text, [np.array([1, 2, 3], np.float32)]) == []
+    found = run_monitor(text, [np.array([1, 200, 300], np.float32)])
+    assert [(o.name, o.count, o.loops) for o in found] == [("e", 2, [])]
+
+
+jax = pytest.importorskip("jax")
+
+
+def test_a_jax_loop_dumped_optimized_is_found_at_the_iteration_numpy_finds(tmp_path):
+    """A fori_loop whose state shrinks by a step each iteration and takes its log: XLA's
+    own optimized CPU HLO (fused) of it; NumPy runs the same recurrence in float32 to find
+    the iteration where the log first meets a negative value."""
+    import jax.numpy as jnp
+
+    def f(x, step):
+        def body(i, carry):
+            y = carry - step
+            return y + 0.0 * jnp.log(y)
+        return jax.lax.fori_loop(0, 8, body, x)
+
+    x = np.array([3.0, 5.0, 2.5, 9.0], np.float32)
+    step = np.array([0.75, 0.5, 0.5, 2.0], np.float32)
+    text = jax.jit(f).lower(x, step).compile().as_text()
+    y, expected = x.copy(), None
+    for i in range(8):
+        y = (y - step).astype(np.float32)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            bad = ~np.isfinite(np.log(y))
+        if bad.any():
+            expected = (i, int(bad.sum()))
+            break
+    assert expected is not None
+    found = run_monitor(text, [x, step], "jax_loop.hlo")
+    assert found
+    first = found[0]
+    assert first.opcode == "log"
+    assert first.iterations[-1] == expected[0] and first.count == expected[1]
+    assert len(first.loops) == 1
+
+
+def test_cli_exit_status_is_the_verdict(tmp_path, capsys):
+    from converter.tools.cli import main
+
+    nest = Nest([4], 0, [2], True, 0)
+    text, _, _ = nest_hlo(nest)
+    path = tmp_path / "nest.hlo"
+    path.write_text(text)
+    assert main(["run", str(path), "--find-nonfinite"]) == 3
+    printed = capsys.readouterr().out
+    assert "first non-finite value: %L1_plant (sqrt), iteration 2 of %while_0" in printed
+    assert "source: nest.py:3" in printed
+    clean = Nest([4], 5, [2], True, 0)  # nothing planted
+    path.write_text(nest_hlo(clean)[0])
+    assert main(["run", str(path), "--find-nonfinite"]) == 0
+    assert "no NaN or Inf" in capsys.readouterr().out
+    assert main(["run", str(path), "--find-nonfinite", "--tap", "B0_x"]) == 2
