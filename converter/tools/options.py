@@ -82,4 +82,5 @@ def import_options_from_args(args):
     from converter.importer.taps import request_from_args
 
     return ImportOptions(keep_fusions=args.keep_fusions, elided_constants=args.elided_constants,
-                         seed=getattr(args, "seed", 0), taps=request_from_args(args))
+                         seed=getattr(args, "seed", 0), taps=request_from_args(args),
+                         report_callbacks=getattr(args, "command", "") == "run")

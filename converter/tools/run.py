@@ -144,7 +144,7 @@ def run_command(args) -> int:
         assembled = []
         for o, spec, sh in zip(outputs, program.results, result_shardings):
             whole = assemble_global(o, sh)
-            if whole is None and spec.name.startswith("tap:"):
+            if whole is None and spec.name.startswith(("tap:", "callback:")):
                 whole = o  # an instruction's value has no sharding of its own: per device
             elif whole is None:
                 print(f"warning: out{spec.index}: the dump gives no sharding for this output; it is written "
@@ -170,6 +170,7 @@ def run_command(args) -> int:
             rows.append([spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)])
         print()
         print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
+        _print_callbacks(program, outputs)
         if len(times) > 1:
             print("\n" + format_iterations(times))
         if args.print_literals:
@@ -180,6 +181,26 @@ def run_command(args) -> int:
     if outputs is not None and snapshot is not None and not args.inputs:
         return compare_with_snapshot(snapshot, program, outputs, args.input)
     return 0
+
+
+def _print_callbacks(program, outputs) -> None:
+    """The host callbacks of the dump (not called): what each would have received."""
+    from converter.importer.callbacks import callback_sites_of
+
+    sites = callback_sites_of(program.module)
+    if not sites:
+        return
+    by_key = {spec.name: arr for spec, arr in zip(program.results, outputs)}
+    rows = []
+    for name, op_name, source, what in sites:
+        labels = [w.strip() for w in what.split(",")] if what.startswith("callback:") else []
+        for label in labels or [""]:
+            arr = by_key.get(label)
+            values = (["x".join(map(str, arr.shape)) or "scalar", *_stats(arr)[:3]] if arr is not None
+                      else [what, "", "", ""])
+            rows.append([label or name, op_name, source, *values])
+    print("\nhost callbacks, not called (the values they would have received; in a loop, the last iteration's):")
+    print(table(rows, ["output", "op_name", "source", "shape", "min", "max", "mean"]))
 
 
 def snapshot_arguments(snapshot, program, path: str) -> list[np.ndarray]:
@@ -197,7 +218,7 @@ def compare_with_snapshot(snapshot, program, outputs, path: str) -> int:
     agree within the dtype's tolerance, 1 otherwise."""
     from converter.runtime.compare import compare
 
-    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith("tap:")]
+    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith(("tap:", "callback:"))]
     if len(own) != len(snapshot.result):
         print(f"\n{path}: the snapshot records {len(snapshot.result)} result(s), the module returns {len(own)}")
         return 1

@@ -1,0 +1,146 @@
+"""The values host callbacks would have received, as extra results (`callback:NAME`).
+
+A dump's `jax.debug.print` / `jax.debug.callback` calls (custom-calls to
+`xla_ffi_python_cpu_callback` and the other targets in passes/host_callbacks.py) cannot be
+called: their Python function is not in the dump, and the host-callbacks pass removes
+them.  What they would have printed is still computed by the program: their operands.
+These are tapped (converter.importer.taps: fused, in loops — the last iteration's value —
+as any tap) and returned after the program's own results and the user's taps, labelled
+`callback:NAME` (`callback:NAME#i` for operand i of a call with several), NAME the call's
+instruction name.  A callback whose operands have no single value per run (inside a
+conditional branch, a while condition, a computation called from two places) is listed
+with the reason and not reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from converter.hlo.ir import Module
+from converter.importer.taps import TAPS_ATTR, TapRequest, leaf_labels, tap_path
+
+TARGETS = tuple(f"xla{kind}_python_{device}_callback"
+                for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
+CALLBACKS_ATTR = "hlo.callbacks"
+PREFIX = "callback:"
+
+
+@dataclass
+class CallbackSite:
+    name: str
+    target: str
+    op_name: str
+    source: str  # file:line of the call in the program that made the dump, or ""
+    dump_location: str  # path:line:col of the instruction
+    operands: list[str]  # the instructions whose values it receives (tokens, descriptor left out)
+    has_results: bool
+    unreported: str = ""  # why its values cannot be reported ("" when they are)
+
+    def labels(self) -> list[str]:
+        if len(self.operands) == 1:
+            return [f"{PREFIX}{self.name}"]
+        return [f"{PREFIX}{self.name}#{i}" for i in range(len(self.operands))]
+
+
+def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite]:
+    sites = []
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            target = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
+            if target not in TARGETS:
+                continue
+            shapes = [comp.by_name[o].shape if o in comp.by_name else None for o in instr.operands]
+            operands = [o for o, s in zip(instr.operands, shapes) if s is not None and not s.is_tuple
+                        and not s.is_token]
+            if (target == "xla_python_cpu_callback" and operands and not comp.by_name[operands[0]].shape.dims
+                    and str(comp.by_name[operands[0]].shape.element_type) in ("u64", "s64")):
+                operands = operands[1:]  # the legacy CPU callback's descriptor
+            md = instr.metadata
+            source = ""
+            if md is not None:
+                frame = hlo.stack_frames.location(md.stack_frame_id) if md.stack_frame_id else None
+                if frame is not None:
+                    source = f"{frame[0]}:{frame[1]}"
+                elif md.source_file:
+                    source = f"{md.source_file}:{md.source_line}"
+            ok, why, _ = tap_path(hlo, comp, keep_fusions)
+            has_results = any(not leaf.is_token for leaf in instr.shape.leaves())
+            sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
+                                      f"{hlo.path}:{instr.line}:{instr.col}", operands, has_results,
+                                      "" if ok else why))
+    return sites
+
+
+def reported(sites: list[CallbackSite]) -> list[CallbackSite]:
+    return [s for s in sites if not s.has_results and not s.unreported and s.operands]
+
+
+def with_callback_operands(request: TapRequest | None, sites: list[CallbackSite]) -> TapRequest | None:
+    """The user's tap request plus the operands of the callbacks to report."""
+    names = [o for s in reported(sites) for o in s.operands]
+    if not names:
+        return request
+    base = request or TapRequest()
+    return TapRequest(list(base.names) + names, base.regex, base.all_entry)
+
+
+def relabel_results(module: ir.Module, sites: list[CallbackSite], user_labels: list[str] | None) -> None:
+    """After the import: @main returns the program's results, then the taps of the user's
+    request (`user_labels`, in order), then one result per reported callback operand.  The
+    taps made only for callbacks are replaced by those, labelled `callback:NAME`."""
+    report = reported(sites)
+    attrs = module.operation.attributes
+    if not report or TAPS_ATTR not in attrs:
+        return
+    labels = [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[TAPS_ATTR])]
+    main = next(op.operation for op in module.body.operations if op.operation.name == "func.func"
+                and ir.StringAttr(op.operation.attributes["sym_name"]).value == "main")
+    block = main.regions[0].blocks[0]
+    ret = block.operations[len(block.operations) - 1]
+    values = list(ret.operands)
+    base = len(values) - len(labels)
+    by_label = {label: values[base + i] for i, label in enumerate(labels)}
+    user = list(user_labels or [])
+    new_values = values[:base] + [by_label[label] for label in user]
+    new_labels = list(user)
+    for site in report:
+        for operand, label in zip(site.operands, site.labels()):
+            new_values.append(by_label[operand])
+            new_labels.append(label)
+    with ret.location, ir.InsertionPoint(ret):
+        ir.Operation.create("func.return", operands=new_values)
+    ret.erase()
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    main.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ftype.inputs, [v.type for v in new_values]))
+    if "res_attrs" in main.attributes:
+        res = list(ir.ArrayAttr(main.attributes["res_attrs"]))
+        main.attributes["res_attrs"] = ir.ArrayAttr.get(res[:base] + [ir.DictAttr.get({})] * (len(new_values) - base))
+    attrs[TAPS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(label) for label in new_labels])
+    attrs[CALLBACKS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(_describe(s)) for s in sites])
+
+
+def _describe(site: CallbackSite) -> str:
+    """One line per callback for `run`'s summary: labels, op_name, source, and why not."""
+    what = ", ".join(site.labels()) if site in reported([site]) else (
+        "has results" if site.has_results else f"not reported: {site.unreported or 'no operands'}")
+    return f"{site.name}\t{site.op_name}\t{site.source}\t{what}"
+
+
+def user_tap_labels(request: TapRequest | None, hlo: Module, keep_fusions: bool) -> list[str]:
+    if not request:
+        return []
+    from converter.importer.taps import resolve
+
+    plan = resolve(request, hlo, keep_fusions)
+    return [label for name in plan.names for label in leaf_labels(plan.instructions[name])]
+
+
+def callback_sites_of(module: ir.Module) -> list[tuple[str, str, str, str]]:
+    """(instruction, op_name, source, labels or why not reported) of each host callback a
+    converted module's dump held (empty when the import did not report callbacks)."""
+    attrs = module.operation.attributes
+    if CALLBACKS_ATTR not in attrs:
+        return []
+    return [tuple(ir.StringAttr(a).value.split("\t", 3)) for a in ir.ArrayAttr(attrs[CALLBACKS_ATTR])]
