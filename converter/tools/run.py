@@ -193,6 +193,8 @@ def _print_callbacks(program, outputs) -> None:
     by_key = {spec.name: arr for spec, arr in zip(program.results, outputs)}
     rows = []
     for name, op_name, source, what in sites:
+        if what == "has results":  # given by a --callback plug-in (or the run was refused)
+            continue
         labels = [w.strip() for w in what.split(",")] if what.startswith("callback:") else []
         for label in labels or [""]:
             arr = by_key.get(label)

@@ -1,0 +1,154 @@
+"""Host callbacks (issue 27): dumps of jax.debug.print / debug.callback run without them
+and report what they would have received; pure/io callbacks are refused by name or given
+a meaning by a callback plug-in.  Oracle: JAX itself running the same programs on CPU
+with real callbacks (tests/programs/callback_programs.py) — the values its callbacks
+receive (the last call of a site inside a loop, as `run` reports) and its results — for
+the dumps of both jax 0.10.2 and 0.12 (tests/dumps/callbacks), under either jax."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import pathlib
+import re
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converter.importer.core import ImportOptions
+from converter.runtime.program import load
+from passes.lib.callback_plugins import register_callback, unregister_callback
+from passes.lib.errors import PassError
+from tests.programs import callback_programs as cp
+
+DUMPS = pathlib.Path(__file__).resolve().parents[1] / "dumps" / "callbacks"
+VERSIONS = ["jax010", "jax012"]
+
+
+def _jax_run(program, inputs):
+    """JAX's result, the arrays each debug.callback received (in call order) and the
+    lines jax.debug.print printed."""
+    received: list[tuple[np.ndarray, ...]] = []
+    fn, _ = program.build(lambda *a: received.append(tuple(np.asarray(x) for x in a)))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = jax.jit(fn)(*inputs)
+        jax.block_until_ready(result)
+        jax.effects_barrier()
+    # One entry per print (an array prints over several lines).
+    printed = [p.rstrip("\n") for p in re.split(r"(?m)^(?=step |total )", out.getvalue()) if p]
+    return [np.asarray(r) for r in jax.tree.leaves(result)], received, printed
+
+
+def _ours(name: str, version: str, inputs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        program = load(str(DUMPS / f"{name}_{version}.hlo"), import_options=ImportOptions(report_callbacks=True))
+    assert any("host callback(s)" in str(w.message) and "were not called" in str(w.message) for w in caught)
+    outputs = program(*inputs)
+    return {spec.name: o for spec, o in zip(program.results, outputs)}
+
+
+def _key(keys, pattern: str) -> list[str]:
+    return [k for k in keys if re.fullmatch(pattern, k)]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_debug_print_in_a_loop_reports_the_last_iteration(version):
+    program = cp.BY_NAME["debug_print_loop"]
+    inputs = program.inputs()
+    results, received, printed = _jax_run(program, inputs)
+    ours = _ours(program.name, version, inputs)
+    np.testing.assert_array_equal(ours["out0"], results[0])  # the program runs without its callbacks
+    keys = list(ours)
+    # The loop's print (two operands: i, c): its last call printed `step 2: carry ...`.
+    loop_c, loop_i = (_key(keys, r"callback:debug_print\.\d+#0")[0], _key(keys, r"callback:debug_print\.\d+#1")[0])
+    step_lines = [line for line in printed if line.startswith("step ")]
+    assert len(step_lines) == 3
+    assert cp.LOOP_FMT.format(i=ours[loop_i], c=ours[loop_c]) == step_lines[-1]
+    total = _key(keys, r"callback:debug_print\.\d+")[0]
+    assert cp.TOTAL_FMT.format(t=ours[total]) == next(line for line in printed if line.startswith("total"))
+    # debug.callback(sink, y, argmax(y)): what the sink received, bit for bit.
+    (y, arg), = received
+    np.testing.assert_array_equal(ours[_key(keys, r"callback:debug_callback\.\d+#0")[0]], y)
+    np.testing.assert_array_equal(ours[_key(keys, r"callback:debug_callback\.\d+#1")[0]], arg)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
+    program = cp.BY_NAME["debug_callback_scan_ordered"]
+    inputs = program.inputs()
+    results, received, printed = _jax_run(program, inputs)
+    ours = _ours(program.name, version, inputs)
+    for i, r in enumerate(results):  # the entry's token parameter and result are gone
+        np.testing.assert_allclose(ours[f"out{i}"], r, rtol=2e-6, atol=1e-6)  # f32 sin: one ulp between compiles
+    assert len(received) == 5
+    (h,) = [k for k in ours if k.startswith("callback:debug_callback")]
+    np.testing.assert_allclose(ours[h], received[-1][0], rtol=2e-6, atol=1e-6)
+    (t,) = [k for k in ours if k.startswith("callback:debug_print")]
+    np.testing.assert_allclose(ours[t], results[1], rtol=2e-6, atol=1e-6)
+    assert len(printed) == 1
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_callback_in_shard_map_reports_each_devices_value(version):
+    program = cp.BY_NAME["debug_callback_shard_map"]
+    (x,) = program.inputs()
+    results, received, _ = _jax_run(program, [x])
+    ours = _ours(program.name, version, [x.reshape(4, 2, 3)])
+    np.testing.assert_array_equal(ours["out0"].reshape(8, 3), results[0])
+    (key,) = [k for k in ours if k.startswith("callback:")]
+    per_device = ours[key]
+    assert per_device.shape == (4, 2, 3) and len(received) == 4
+    unmatched = [r[0] for r in received]
+    for row in per_device:  # JAX calls the callback once per device, in no fixed order
+        i = next(i for i, r in enumerate(unmatched) if np.array_equal(r, row))
+        unmatched.pop(i)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_callbacks_with_results_are_refused_by_name(version):
+    with pytest.raises(PassError) as e:
+        load(str(DUMPS / f"pure_io_callback_{version}.hlo"))
+    message = str(e.value)
+    for expected in ['op_name "jit(f)/pure_callback"', 'op_name "jit(f)/io_callback"',
+                     "tests/programs/callback_programs.py:", "operands (f32[3,4]) -> results (f32[3,4])",
+                     "--callback 'jit(f)/pure_callback=pkg.module:function'", f"pure_io_callback_{version}.hlo:"]:
+        assert expected in message
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_callback_plugins_given_jaxs_own_functions_give_jaxs_result(version):
+    program = cp.BY_NAME["pure_io_callback"]
+    inputs = program.inputs()
+    results, received, _ = _jax_run(program, inputs)
+    io_line = re.search(r'op_name="jit\(f\)/io_callback" stack_frame_id=(\d+)', (DUMPS / f"pure_io_callback_{version}.hlo").read_text())
+    assert io_line
+    register_callback("jit(f)/pure_callback", cp.pure_fn)  # by op_name
+    source_line = next(i for i, line in enumerate(pathlib.Path(cp.__file__).read_text().splitlines(), 1)
+                       if "io_callback(io_fn" in line)
+    register_callback(f"callback_programs.py:{source_line}", cp.io_fn)  # by source location
+    try:
+        ours = _ours(program.name, version, inputs)
+    finally:
+        unregister_callback("jit(f)/pure_callback")
+        unregister_callback(f"callback_programs.py:{source_line}")
+    np.testing.assert_allclose(ours["out0"], results[0], rtol=2e-6, atol=1e-6)  # f32 sin/cumsum, two compiles
+    np.testing.assert_allclose(ours[next(k for k in ours if k.startswith("callback:"))], received[0][0],
+                               rtol=2e-6, atol=1e-6)
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_debug_print_loop_reports_what_jax_prints_for_any_inputs(seed):
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal((2, 3), np.float32) * 3, rng.standard_normal((3, 3), np.float32)]
+    program = cp.BY_NAME["debug_print_loop"]
+    _, received, printed = _jax_run(program, inputs)
+    ours = _ours(program.name, "jax012", inputs)
+    loop_c, loop_i = (_key(list(ours), r"callback:debug_print\.\d+#0")[0], _key(list(ours), r"callback:debug_print\.\d+#1")[0])
+    assert cp.LOOP_FMT.format(i=ours[loop_i], c=ours[loop_c]) == [l for l in printed if l.startswith("step")][-1]
