@@ -57,7 +57,7 @@ def data_operands(op: ir.Operation) -> list[ir.Value]:
 
 def _is_descriptor(t: ir.Type) -> bool:
     t = ir.RankedTensorType(t)
-    return t.rank == 0 and ir.IntegerType.isinstance(t.element_type) and ir.IntegerType(t.element_type).width == 64
+    return t.rank == 0 and isinstance(t.element_type, ir.IntegerType) and t.element_type.width == 64
 
 
 _NAMED = re.compile(r'"((?:[^"\\]|\\.)*)"\((?:"((?:[^"\\]|\\.)*)":(\d+):(\d+))?')

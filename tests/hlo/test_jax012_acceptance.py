@@ -20,7 +20,7 @@ DUMPS = pathlib.Path(__file__).resolve().parents[1] / "dumps"
 JAX012_DUMPS = sorted(p for folder in sorted(DUMPS.glob("*_jax012")) + [DUMPS / "callbacks"]
                       for p in folder.glob("*.hlo") if "jax010" not in p.name)
 
-pytestmark = pytest.mark.skipif(tuple(int(x) for x in jaxlib.__version__.split(".")[:2]) < (0, 12),
+needs_jaxlib_012 = pytest.mark.skipif(tuple(int(x) for x in jaxlib.__version__.split(".")[:2]) < (0, 12),
                                 reason="the oracle is jaxlib 0.12's parser")
 
 
@@ -52,6 +52,7 @@ def _accepts_xla(text: str) -> bool:
 _XLA_PRINTS_BUT_REFUSES = 'unexpected attribute "output_to_operand_aliasing". Allowed attributes: backend_config, channel_id'
 
 
+@needs_jaxlib_012
 def test_every_jax012_dump_is_accepted_by_both_parsers():
     assert len(JAX012_DUMPS) > 150
     disagree, asymmetric = [], 0
@@ -85,6 +86,7 @@ def _one_device_sharding(draw) -> str:
             f"{draw(_SPACE)}]{draw(_TAIL)}{draw(_SPACE)}}}")
 
 
+@needs_jaxlib_012
 @settings(max_examples=120, deadline=None)
 @given(_one_device_sharding(), st.booleans())
 def test_one_device_shardings_are_accepted_as_xla_accepts_them(sharding, in_tuple):
