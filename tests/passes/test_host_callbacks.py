@@ -152,3 +152,75 @@ def test_debug_print_loop_reports_what_jax_prints_for_any_inputs(seed):
     ours = _ours(program.name, "jax012", inputs)
     loop_c, loop_i = (_key(list(ours), r"callback:debug_print\.\d+#0")[0], _key(list(ours), r"callback:debug_print\.\d+#1")[0])
     assert cp.LOOP_FMT.format(i=ours[loop_i], c=ours[loop_c]) == [l for l in printed if l.startswith("step")][-1]
+
+
+# GPU forms cannot be dumped here: JAX lowers a callback only for a platform present in
+# the process, and a deviceless H100 compile has none ("Unknown backend: 'gpu'").  JAX's
+# emit_python_callback (jax/_src/callback.py) writes the same operands, results,
+# side-effect flag and `{index = N}` config for every device and partitioning, changing
+# only the target's name: the GPU, partitioned and buffer forms are the CPU dump renamed.
+@pytest.mark.parametrize("target", ["xla_ffi_python_gpu_callback", "xla_ffi_partitioned_python_cpu_callback",
+                                    "xla_ffi_partitioned_python_gpu_callback", "xla_buffer_python_cpu_callback",
+                                    "xla_buffer_python_gpu_callback", "xla_python_gpu_callback"])
+def test_every_callback_target_is_removed_and_reported_alike(target, tmp_path):
+    program = cp.BY_NAME["debug_print_loop"]
+    inputs = program.inputs()
+    base = _ours(program.name, "jax012", inputs)
+    renamed = tmp_path / f"{program.name}_jax012.hlo"
+    renamed.write_text((DUMPS / renamed.name).read_text().replace('"xla_ffi_python_cpu_callback"', f'"{target}"'))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = load(str(renamed), import_options=ImportOptions(report_callbacks=True))
+    ours = {spec.name: o for spec, o in zip(prog.results, prog(*inputs))}
+    assert sorted(ours) == sorted(base)
+    for key in base:
+        np.testing.assert_array_equal(ours[key], base[key])
+
+
+def test_legacy_cpu_callback_descriptor_is_not_a_reported_value(tmp_path):
+    """The legacy `xla_python_cpu_callback` passes a u64 descriptor of the callback as its
+    first operand (api_version 2): not a value the callback receives."""
+    text = """HloModule m
+ENTRY main (x: f32[3]) -> f32[3] {
+  x = f32[3]{0} parameter(0)
+  d = u64[] constant(140234)
+  e = f32[3]{0} exponential(x)
+  cb = () custom-call(d, e), custom_call_target="xla_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_STATUS_RETURNING, metadata={op_name="jit(f)/debug_callback" source_file="model.py" source_line=7}
+  ROOT n = f32[3]{0} negate(e)
+}
+"""
+    path = tmp_path / "legacy.hlo"
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = load(str(path), import_options=ImportOptions(report_callbacks=True))
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    ours = {spec.name: o for spec, o in zip(prog.results, prog(x))}
+    assert sorted(ours) == ["callback:cb", "out0"]
+    np.testing.assert_allclose(ours["callback:cb"], np.exp(x), rtol=1e-6)
+
+
+def test_run_command_writes_callback_outputs_and_takes_callback_plugins(tmp_path, capsys):
+    from converter.tools.cli import main
+
+    program = cp.BY_NAME["pure_io_callback"]
+    inputs = program.inputs()
+    results, received, _ = _jax_run(program, inputs)
+    np.savez(tmp_path / "in.npz", arg0=inputs[0])
+    dump = str(DUMPS / "pure_io_callback_jax012.hlo")
+    assert main(["run", dump, "--inputs", str(tmp_path / "in.npz")]) == 1  # refused by name
+    assert 'op_name "jit(f)/io_callback"' in capsys.readouterr().err
+    code = main(["run", dump, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
+                 "--callback", "jit(f)/pure_callback=tests.programs.callback_programs:pure_fn",
+                 "--callback", "jit(f)/io_callback=tests.programs.callback_programs:io_fn"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "host callback(s)" in captured.err and "were not called" in captured.err
+    assert "jit(f)/debug_callback" in captured.out and "tests/programs/callback_programs.py:" in captured.out
+    out = np.load(tmp_path / "out.npz")
+    (key,) = [k for k in out.files if k.startswith("callback:")]
+    np.testing.assert_allclose(out["out0"], results[0], rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(out[key], received[0][0], rtol=2e-6, atol=1e-6)
+    with pytest.raises(SystemExit) as e:
+        main(["run", dump, "--callback", "no-equals-sign"])
+    assert e.value.code == 2
