@@ -13,29 +13,13 @@ From Python `register_callback(KEY, fn)`; on the command line `--callback KEY=pk
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable
 
-from passes.lib.plugins import PluginError, _import_object
+from passes.lib.plugins import Plugin, PluginError, _import_object
 
 
-@dataclass
-class CallbackPlugin:
-    key: str
-    source: str
-    loader: Callable[[], Callable]
-    _fn: Callable | None = None
-
-    def resolve(self) -> Callable:
-        if self._fn is None:
-            self._fn = self.loader()
-            if not callable(self._fn):
-                raise TypeError(f"{self.source} is a {type(self._fn).__name__}, not a function")
-        return self._fn
-
-
-# key (op_name or file:line) -> plug-in
-CALLBACK_PLUGINS: dict[str, CallbackPlugin] = {}
+# key (op_name or file:line) -> plug-in (a custom-call Plugin whose `target` is the key)
+CALLBACK_PLUGINS: dict[str, Plugin] = {}
 
 
 def register_callback(key: str, fn: Callable | None = None) -> Callable:
@@ -43,7 +27,7 @@ def register_callback(key: str, fn: Callable | None = None) -> Callable:
     a CPU meaning: `fn(*operands)`, a JAX function returning its results.  Usable as a
     decorator."""
     def add(f: Callable) -> Callable:
-        _add(CallbackPlugin(key, f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', repr(f))}",
+        _add(Plugin(key, f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', repr(f))}",
                             lambda: f, f))
         return f
 
@@ -54,20 +38,20 @@ def register_callback_spec(key: str, spec: str) -> None:
     """`--callback KEY=pkg.module:function`: imported when a call first needs it."""
     if not re.fullmatch(r"[\w.]+:[\w.]+", spec):
         raise PluginError(f"--callback {key}={spec}: '{spec}' is not of the form pkg.module:function")
-    _add(CallbackPlugin(key, spec, lambda: _import_object(spec)))
+    _add(Plugin(key, spec, lambda: _import_object(spec)))
 
 
 def unregister_callback(key: str) -> None:
     CALLBACK_PLUGINS.pop(key, None)
 
 
-def _add(plugin: CallbackPlugin) -> None:
+def _add(plugin: Plugin) -> None:
     if not plugin.key.strip():
         raise PluginError(f"callback plug-in {plugin.source}: an empty key (give the op_name or file.py:LINE)")
     CALLBACK_PLUGINS[plugin.key] = plugin
 
 
-def find_callback_plugin(op_name: str, source: str) -> CallbackPlugin | None:
+def find_callback_plugin(op_name: str, source: str) -> Plugin | None:
     """The plug-in for a call with this op_name and `file:line` source: by op_name first,
     then by source location (a key `model.py:42` matches `.../pkg/model.py:42`)."""
     if op_name and op_name in CALLBACK_PLUGINS:

@@ -53,16 +53,21 @@ def _ours(name: str, version: str, inputs):
     return {spec.name: o for spec, o in zip(program.results, outputs)}
 
 
+def _jax_and_ours(name: str, version: str):
+    """JAX's run (result, callback arguments, printed text) and ours of the same program
+    on the same inputs."""
+    program = cp.BY_NAME[name]
+    inputs = program.inputs()
+    return (*_jax_run(program, inputs), _ours(name, version, inputs))
+
+
 def _key(keys, pattern: str) -> list[str]:
     return [k for k in keys if re.fullmatch(pattern, k)]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_debug_print_in_a_loop_reports_the_last_iteration(version):
-    program = cp.BY_NAME["debug_print_loop"]
-    inputs = program.inputs()
-    results, received, printed = _jax_run(program, inputs)
-    ours = _ours(program.name, version, inputs)
+    results, received, printed, ours = _jax_and_ours("debug_print_loop", version)
     np.testing.assert_array_equal(ours["out0"], results[0])  # the program runs without its callbacks
     keys = list(ours)
     # The loop's print (two operands: i, c): its last call printed `step 2: carry ...`.
@@ -80,10 +85,7 @@ def test_debug_print_in_a_loop_reports_the_last_iteration(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
-    program = cp.BY_NAME["debug_callback_scan_ordered"]
-    inputs = program.inputs()
-    results, received, printed = _jax_run(program, inputs)
-    ours = _ours(program.name, version, inputs)
+    results, received, printed, ours = _jax_and_ours("debug_callback_scan_ordered", version)
     for i, r in enumerate(results):  # the entry's token parameter and result are gone
         np.testing.assert_allclose(ours[f"out{i}"], r, rtol=2e-6, atol=1e-6)  # f32 sin: one ulp between compiles
     assert len(received) == 5
@@ -224,3 +226,46 @@ def test_run_command_writes_callback_outputs_and_takes_callback_plugins(tmp_path
     with pytest.raises(SystemExit) as e:
         main(["run", dump, "--callback", "no-equals-sign"])
     assert e.value.code == 2
+
+
+_BRANCH = """HloModule m
+%then (p: f32[3]) -> f32[3] {
+  %p = f32[3]{0} parameter(0)
+  %cb_then = () custom-call(%p), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/cond/branch_1_fun/debug_print" source_file="model.py" source_line=3}, backend_config={index = 1 : ui64}
+  ROOT %n = f32[3]{0} negate(%p)
+}
+%else (q: f32[3]) -> f32[3] {
+  ROOT %q = f32[3]{0} parameter(0)
+}
+ENTRY %main (x: f32[3], c: s32[]) -> f32[3] {
+  %x = f32[3]{0} parameter(0)
+  %c = s32[] parameter(1)
+  %cb_param = () custom-call(%x), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/debug_print" source_file="model.py" source_line=2}, backend_config={index = 0 : ui64}
+  %e = f32[3]{0} exponential(%x)
+  %cb_e = () custom-call(%e, %x), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/debug_callback" source_file="model.py" source_line=4}, backend_config={index = 2 : ui64}
+  ROOT %r = f32[3]{0} conditional(%c, %e, %e), branch_computations={%else, %then}
+}
+"""
+
+
+def test_callbacks_in_branches_are_listed_unreported_and_user_taps_keep_their_place(tmp_path):
+    from converter.importer.callbacks import callback_sites_of
+    from converter.importer.taps import TapRequest
+
+    path = tmp_path / "branch.hlo"
+    path.write_text(_BRANCH)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prog = load(str(path), import_options=ImportOptions(report_callbacks=True, taps=TapRequest(["e"])))
+    assert any("3 host callback(s)" in str(w.message) for w in caught)  # all three removed
+    x, c = np.array([0.5, -1.0, 2.0], np.float32), np.int32(1)
+    ours = {spec.name: o for spec, o in zip(prog.results, prog(x, c))}
+    assert list(ours) == ["out0", "tap:e", "callback:cb_param", "callback:cb_e#0", "callback:cb_e#1"]
+    np.testing.assert_allclose(ours["out0"], -np.exp(x), rtol=1e-6)
+    np.testing.assert_array_equal(ours["callback:cb_param"], x)  # an entry parameter, as received
+    np.testing.assert_array_equal(ours["callback:cb_e#0"], ours["tap:e"])
+    np.testing.assert_array_equal(ours["callback:cb_e#1"], x)
+    sites = {s[0]: s for s in callback_sites_of(prog.module)}
+    name, op_name, source, why = sites["cb_then"]
+    assert (op_name, source) == ("jit(f)/cond/branch_1_fun/debug_print", "model.py:3")
+    assert why.startswith("not reported: it is inside computation then, the branch_computations of %r")
