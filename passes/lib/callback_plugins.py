@@ -46,9 +46,9 @@ def unregister_callback(key: str) -> None:
 
 
 def _add(plugin: Plugin) -> None:
-    if not plugin.key.strip():
+    if not plugin.target.strip():
         raise PluginError(f"callback plug-in {plugin.source}: an empty key (give the op_name or file.py:LINE)")
-    CALLBACK_PLUGINS[plugin.key] = plugin
+    CALLBACK_PLUGINS[plugin.target] = plugin
 
 
 def find_callback_plugin(op_name: str, source: str) -> Plugin | None:

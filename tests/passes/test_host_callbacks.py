@@ -128,8 +128,6 @@ def test_callback_plugins_given_jaxs_own_functions_give_jaxs_result(version):
     program = cp.BY_NAME["pure_io_callback"]
     inputs = program.inputs()
     results, received, _ = _jax_run(program, inputs)
-    io_line = re.search(r'op_name="jit\(f\)/io_callback" stack_frame_id=(\d+)', (DUMPS / f"pure_io_callback_{version}.hlo").read_text())
-    assert io_line
     register_callback("jit(f)/pure_callback", cp.pure_fn)  # by op_name
     source_line = next(i for i, line in enumerate(pathlib.Path(cp.__file__).read_text().splitlines(), 1)
                        if "io_callback(io_fn" in line)
