@@ -100,6 +100,65 @@ def test_one_device_shardings_are_accepted_as_xla_accepts_them(sharding, in_tupl
     assert _accepts_ours(text) == _accepts_xla(text), sharding
 
 
+# Every kind HloSharding::ToString and NamedSharding's printer write in jax 0.12's XLA (and
+# near misses): replicated/manual/unknown/unreduced, maximal, tiled with iota or explicit
+# devices and subgroups, shard_as/shard_like, metadata, meshes with device ids, sub-axes,
+# open dimensions and axis lists, one-device forms, tuples.  (XLA's parser aborts the
+# process on the sub-axis `'x':(1)2`, so that one is left out.)
+_PRINTED_FORMS = [
+    '{replicated}',
+    '{manual}',
+    '{unknown}',
+    '{unreduced}',
+    '{unreduced metadata={op_type="sdy::reduction_op" op_name="SUM"}}',
+    '{unknown shard_as 1}',
+    '{unknown shard_like 1}',
+    '{manual shard_as 2}',
+    '{maximal device=1 shard_as 2}',
+    '{devices=[2,2]<=[4] last_tile_dims={manual}}',
+    '{devices=[2,2]<=[4] last_tile_dims={unreduced}}',
+    '{devices=[2,2]<=[4] last_tile_dims={replicated}}',
+    '{devices=[1,2,2]<=[4] last_tile_dims={manual, replicated}}',
+    '{devices=[2,1,2]<=[4] last_tile_dims={unreduced, manual}}',
+    '{devices=[2,2]<=[2,2]T(1,0) last_tile_dim_replicate}',
+    '{devices=[2,2]0,2,1,3 last_tile_dim_replicate}',
+    '{devices=[2]<=[2] metadata={op_name="a"}}',
+    '{devices=[2]<=[2] metadata={{op_name="a"}}}',
+    "{mesh['x'=2,'y'=2], [{'x'}]}",
+    "{mesh['x'=2,'y'=2], [{'x', 'y'}]}",
+    "{mesh['x'=2,'y'=2], [{'y'}], replicated={'x'}}",
+    "{mesh['x'=2,'y'=2], [{'y'}], unreduced={'x'}}",
+    "{mesh['x'=2,'y'=2], [{'y'}], manual={'x'}}",
+    "{mesh['x'=2,'y'=2], [{'y'}], manual={'x'}, unreduced={}}",
+    "{mesh['x'=4], [{'x':(2)2}]}",
+    "{mesh['x'=2,'y'=2], [{?}]}",
+    "{mesh['x'=2,'y'=2], [{'x', ?}]}",
+    "{mesh['x'=2,'y'=2], replicated}",
+    "{mesh['x'=2,'y'=2], manual}",
+    "{mesh['x'=2,'y'=2], unreduced}",
+    "{mesh['x'=2,'y'=2], device_ids=(3,2,1,0), [{'x'}]}",
+    "{mesh['x'=2,'y'=2], device_ids=([2,2]T(1,0)), [{'x'}]}",
+    "{mesh['x'=2,'y'=2, device_ids=(3,2,1,0)], [{'x'}]}",
+    '{mesh[\'x\'=2,\'y\'=2], [{\'x\'}], metadata={{op_name="a"}}}',
+    '{mesh[\'x\'=2,\'y\'=2], [{\'x\'}], metadata={op_name="a"}}',
+    '{mesh[], [{}]}',
+    "{mesh['x'=1], [{}]}",
+    '{single_device[device_id=0]}',
+    '{maximal_mesh[device_id=0]}',
+    '{{single_device[device_id=0]}}',
+    "{{replicated}, {mesh['x'=2], [{'x'}]}}",
+    '{}',
+    '{devices=[2]<=[2] shard_like 1}',
+]
+
+
+@needs_jaxlib_012
+@pytest.mark.parametrize("sharding", _PRINTED_FORMS)
+def test_printed_sharding_forms_are_accepted_as_xla_accepts_them(sharding):
+    text = _MODULE % sharding
+    assert _accepts_ours(text) == _accepts_xla(text)
+
+
 def test_single_device_reads_as_a_maximal_sharding():
     module = parse_hlo(_MODULE % "{single_device[device_id=3], metadata={{op_name=\"a\"}}}", "m.hlo")
     sharding = module.entry.parameters[0].attrs["sharding"]
