@@ -7,9 +7,15 @@ them.  What they would have printed is still computed by the program: their oper
 These are tapped (converter.importer.taps: fused, in loops — the last iteration's value —
 as any tap) and returned after the program's own results and the user's taps, labelled
 `callback:NAME` (`callback:NAME#i` for operand i of a call with several), NAME the call's
-instruction name.  A callback whose operands have no single value per run (inside a
-conditional branch, a while condition, a computation called from two places) is listed
-with the reason and not reported.
+instruction name.
+
+A callback in a conditional branch reports the values the branch receives from its
+caller, where the branch only passes them on (a parameter or a get-tuple-element of it,
+the caller handing a `tuple` in): that is how XLA's SPMD partitioner places a callback of
+a sharded jit, in a branch taken on device 0 only, with its operands gathered before.  Such
+values are reported whether or not the branch runs.  A callback whose operands have no
+single value per run otherwise (computed inside a branch, in a while condition, in a
+computation called from two places) is listed with the reason and not reported.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
-from converter.hlo.ir import Module
+from converter.hlo.ir import Computation, Instruction, Module
 from converter.importer.taps import TAPS_ATTR, TapRequest, leaf_labels, tap_path
 
 TARGETS = tuple(f"xla{kind}_python_{device}_callback"
@@ -37,6 +43,7 @@ class CallbackSite:
     operands: list[str]  # the instructions whose values it receives (tokens, descriptor left out)
     has_results: bool
     unreported: str = ""  # why its values cannot be reported ("" when they are)
+    in_branch: bool = False  # in a conditional branch: reported whether or not the branch runs
 
     def labels(self) -> list[str]:
         if len(self.operands) == 1:
@@ -65,12 +72,54 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
                     source = f"{frame[0]}:{frame[1]}"
                 elif md.source_file:
                     source = f"{md.source_file}:{md.source_line}"
-            ok, why, _ = tap_path(hlo, comp, keep_fusions)
+            home, operands, why = _out_of_branches(hlo, comp, operands)
+            if not why:
+                ok, why, _ = tap_path(hlo, home, keep_fusions)
             has_results = any(not leaf.is_token for leaf in instr.shape.leaves())
             sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
-                                      f"{hlo.path}:{instr.line}:{instr.col}", operands, has_results,
-                                      "" if ok else why))
+                                      f"{hlo.path}:{instr.line}:{instr.col}", operands, has_results, why,
+                                      in_branch=home is not comp))
     return sites
+
+
+def _branch_callers(hlo: Module) -> dict[str, list[tuple[Computation, Instruction, int]]]:
+    """branch computation -> [(caller computation, conditional, branch position)]."""
+    out: dict[str, list[tuple[Computation, Instruction, int]]] = {}
+    for comp in hlo.computations:
+        for instr in comp.instructions:
+            if instr.opcode != "conditional":
+                continue
+            branches = instr.attrs.get("branch_computations") or [instr.attrs.get("true_computation"),
+                                                                   instr.attrs.get("false_computation")]
+            for k, name in enumerate(branches):
+                if name:
+                    out.setdefault(name, []).append((comp, instr, k))
+    return out
+
+
+def _out_of_branches(hlo: Module, comp: Computation, operands: list[str]) -> tuple[Computation, list[str], str]:
+    """Follow operands that a conditional branch only passes on out to the caller's
+    values: (the computation they are in, their names there, why not possible or "")."""
+    callers = _branch_callers(hlo)
+    while comp.name in callers:
+        sites = callers[comp.name]
+        if len(sites) != 1:
+            return comp, operands, f"computation {comp.name} is a branch of {len(sites)} conditionals"
+        caller, cond, k = sites[0]
+        passed = caller.by_name[cond.operands[k + 1]]
+        mapped = []
+        for name in operands:
+            instr = comp.by_name[name]
+            if instr.opcode == "parameter":
+                mapped.append(passed.name)
+                continue
+            source = comp.by_name.get(instr.operands[0]) if instr.opcode == "get-tuple-element" else None
+            if source is None or source.opcode != "parameter" or passed.opcode != "tuple":
+                return comp, operands, (f"%{name} is computed inside computation {comp.name}, branch {k} of "
+                                        f"%{cond.name} (conditional), which has no single value per execution")
+            mapped.append(passed.operands[instr.attrs["index"]])
+        comp, operands = caller, mapped
+    return comp, operands, ""
 
 
 def reported(sites: list[CallbackSite]) -> list[CallbackSite]:
@@ -123,7 +172,8 @@ def relabel_results(module: ir.Module, sites: list[CallbackSite], user_labels: l
 
 def _describe(site: CallbackSite) -> str:
     """One line per callback for `run`'s summary: labels, op_name, source, and why not."""
-    what = ", ".join(site.labels()) if site in reported([site]) else (
+    what = ", ".join(site.labels()) + (" (in a conditional branch)" if site.in_branch else "") \
+        if site in reported([site]) else (
         "has results" if site.has_results else f"not reported: {site.unreported or 'no operands'}")
     return f"{site.name}\t{site.op_name}\t{site.source}\t{what}"
 

@@ -195,12 +195,14 @@ def _print_callbacks(program, outputs) -> None:
     for name, op_name, source, what in sites:
         if what == "has results":  # given by a --callback plug-in (or the run was refused)
             continue
-        labels = [w.strip() for w in what.split(",")] if what.startswith("callback:") else []
+        labels = [w.strip() for w in what.removesuffix(" (in a conditional branch)").split(",")] \
+            if what.startswith("callback:") else []
         for label in labels or [""]:
             arr = by_key.get(label)
             values = (["x".join(map(str, arr.shape)) or "scalar", *_stats(arr)[:3]] if arr is not None
                       else [what, "", "", ""])
-            rows.append([label or name, op_name, source, *values])
+            rows.append([label or name, op_name + (" (in a branch)" if what.endswith("branch)") else ""), source,
+                         *values])
     print("\nhost callbacks, not called (the values they would have received; in a loop, the last iteration's):")
     print(table(rows, ["output", "op_name", "source", "shape", "min", "max", "mean"]))
 

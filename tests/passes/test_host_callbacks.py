@@ -33,10 +33,10 @@ def _jax_run(program, inputs):
     """JAX's result, the arrays each debug.callback received (in call order) and the
     lines jax.debug.print printed."""
     received: list[tuple[np.ndarray, ...]] = []
-    fn, _ = program.build(lambda *a: received.append(tuple(np.asarray(x) for x in a)))
+    fn, in_shardings = program.build(lambda *a: received.append(tuple(np.asarray(x) for x in a)))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        result = jax.jit(fn)(*inputs)
+        result = jax.jit(fn, in_shardings=in_shardings)(*inputs)
         jax.block_until_ready(result)
         jax.effects_barrier()
     # One entry per print (an array prints over several lines).
@@ -110,6 +110,21 @@ def test_callback_in_shard_map_reports_each_devices_value(version):
     for row in per_device:  # JAX calls the callback once per device, in no fixed order
         i = next(i for i, r in enumerate(unmatched) if np.array_equal(r, row))
         unmatched.pop(i)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_callbacks_of_a_sharded_jit_report_what_device_0_hands_them(version):
+    """XLA's SPMD partitioner gathers the operands and calls the callbacks in a branch
+    taken on device 0; every device computes the gathered values (row d: device d)."""
+    program = cp.BY_NAME["debug_print_jit_sharded"]
+    (x,) = program.inputs()
+    results, received, printed = _jax_run(program, [x])
+    ours = _ours(program.name, version, [x.reshape(4, 2, 3)])
+    np.testing.assert_array_equal(ours["out0"].reshape(8, 3), results[0])
+    (y,) = [k for k in ours if k.startswith("callback:debug_print")]
+    (s,) = [k for k in ours if k.startswith("callback:debug_callback")]
+    assert ours[y].shape == (4, 8, 3) and printed == [cp.TOTAL_FMT.format(t=ours[y][0])]
+    np.testing.assert_allclose(ours[s][0], received[0][0], rtol=1e-6, atol=1e-6)  # all-reduce vs JAX's: f32 order
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -231,6 +246,7 @@ _BRANCH = """HloModule m
   %p = f32[3]{0} parameter(0)
   %cb_then = () custom-call(%p), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/cond/branch_1_fun/debug_print" source_file="model.py" source_line=3}, backend_config={index = 1 : ui64}
   ROOT %n = f32[3]{0} negate(%p)
+  %cb_inner = () custom-call(%n), custom_call_target="xla_ffi_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_TYPED_FFI, metadata={op_name="jit(f)/cond/branch_1_fun/debug_print" source_file="model.py" source_line=5}, backend_config={index = 3 : ui64}
 }
 %else (q: f32[3]) -> f32[3] {
   ROOT %q = f32[3]{0} parameter(0)
@@ -246,7 +262,10 @@ ENTRY %main (x: f32[3], c: s32[]) -> f32[3] {
 """
 
 
-def test_callbacks_in_branches_are_listed_unreported_and_user_taps_keep_their_place(tmp_path):
+def test_callbacks_in_branches_and_beside_user_taps(tmp_path):
+    """A branch's callback on what the caller passes in is reported (the caller's value,
+    whether or not the branch runs); on a value computed in the branch it is listed, not
+    reported.  The user's taps keep their place before the callbacks' values."""
     from converter.importer.callbacks import callback_sites_of
     from converter.importer.taps import TapRequest
 
@@ -255,15 +274,20 @@ def test_callbacks_in_branches_are_listed_unreported_and_user_taps_keep_their_pl
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         prog = load(str(path), import_options=ImportOptions(report_callbacks=True, taps=TapRequest(["e"])))
-    assert any("3 host callback(s)" in str(w.message) for w in caught)  # all three removed
+    assert any("4 host callback(s)" in str(w.message) for w in caught)  # all four removed
     x, c = np.array([0.5, -1.0, 2.0], np.float32), np.int32(1)
     ours = {spec.name: o for spec, o in zip(prog.results, prog(x, c))}
-    assert list(ours) == ["out0", "tap:e", "callback:cb_param", "callback:cb_e#0", "callback:cb_e#1"]
+    assert list(ours) == ["out0", "tap:e", "callback:cb_then", "callback:cb_param", "callback:cb_e#0",
+                          "callback:cb_e#1"]
+    np.testing.assert_allclose(ours["callback:cb_then"], np.exp(x), rtol=1e-6)
     np.testing.assert_allclose(ours["out0"], -np.exp(x), rtol=1e-6)
     np.testing.assert_array_equal(ours["callback:cb_param"], x)  # an entry parameter, as received
     np.testing.assert_array_equal(ours["callback:cb_e#0"], ours["tap:e"])
     np.testing.assert_array_equal(ours["callback:cb_e#1"], x)
     sites = {s[0]: s for s in callback_sites_of(prog.module)}
-    name, op_name, source, why = sites["cb_then"]
-    assert (op_name, source) == ("jit(f)/cond/branch_1_fun/debug_print", "model.py:3")
-    assert why.startswith("not reported: it is inside computation then, the branch_computations of %r")
+    assert sites["cb_then"][1:] == ("jit(f)/cond/branch_1_fun/debug_print", "model.py:3",
+                                    "callback:cb_then (in a conditional branch)")
+    name, op_name, source, why = sites["cb_inner"]
+    assert (op_name, source) == ("jit(f)/cond/branch_1_fun/debug_print", "model.py:5")
+    assert why == ("not reported: %n is computed inside computation then, branch 1 of %r (conditional), "
+                   "which has no single value per execution")

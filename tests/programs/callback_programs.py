@@ -87,6 +87,24 @@ def _shard_map(sink):
     return per_device, None
 
 
+def _jit_sharded(sink):
+    """A jit over 4 devices with a sharded input: XLA's SPMD partitioner gathers the
+    callbacks' operands and calls them in a conditional branch taken on device 0."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+
+    def f(x):
+        y = jnp.sin(x) * 2.0
+        jax.debug.print(TOTAL_FMT, t=y)
+        jax.debug.callback(sink, y.sum(axis=0))
+        return y
+
+    return f, (NamedSharding(mesh, P("d")),)
+
+
 def _pure_io(sink):
     import jax
     import jax.numpy as jnp
@@ -126,6 +144,8 @@ PROGRAMS = [
                     lambda: [_rng(3).standard_normal((5, 4), np.float32), _rng(4).standard_normal(4).astype(np.float32)]),
     CallbackProgram("debug_callback_shard_map", _shard_map,
                     lambda: [_rng(5).standard_normal((8, 3), np.float32)], devices=4),
+    CallbackProgram("debug_print_jit_sharded", _jit_sharded, lambda: [_rng(7).standard_normal((8, 3), np.float32)],
+                    devices=4),
     CallbackProgram("pure_io_callback", _pure_io, lambda: [_rng(6).standard_normal((3, 4), np.float32)]),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}
@@ -149,8 +169,8 @@ def main(out: str) -> None:
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     for program in PROGRAMS:
-        fn, _ = program.build(lambda *a: None)
-        compiled = jax.jit(fn).lower(*program.inputs()).compile()
+        fn, in_shardings = program.build(lambda *a: None)
+        compiled = jax.jit(fn, in_shardings=in_shardings).lower(*program.inputs()).compile()
         options = xla_hlo.HloPrintOptions()
         options.print_large_constants = True
         text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
