@@ -61,6 +61,17 @@ def _jax_and_ours(name: str, version: str):
     return (*_jax_run(program, inputs), _ours(name, version, inputs))
 
 
+def _four_device_run(name: str, version: str):
+    """JAX on the (8, 3) input sharded over 4 devices, and ours on its per-device rows;
+    the program's result must agree."""
+    program = cp.BY_NAME[name]
+    (x,) = program.inputs()
+    results, received, printed = _jax_run(program, [x])
+    ours = _ours(name, version, [x.reshape(4, 2, 3)])
+    np.testing.assert_array_equal(ours["out0"].reshape(8, 3), results[0])
+    return received, printed, ours
+
+
 def _key(keys, pattern: str) -> list[str]:
     return [k for k in keys if re.fullmatch(pattern, k)]
 
@@ -98,11 +109,7 @@ def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_callback_in_shard_map_reports_each_devices_value(version):
-    program = cp.BY_NAME["debug_callback_shard_map"]
-    (x,) = program.inputs()
-    results, received, _ = _jax_run(program, [x])
-    ours = _ours(program.name, version, [x.reshape(4, 2, 3)])
-    np.testing.assert_array_equal(ours["out0"].reshape(8, 3), results[0])
+    received, _, ours = _four_device_run("debug_callback_shard_map", version)
     (key,) = [k for k in ours if k.startswith("callback:")]
     per_device = ours[key]
     assert per_device.shape == (4, 2, 3) and len(received) == 4
@@ -116,11 +123,7 @@ def test_callback_in_shard_map_reports_each_devices_value(version):
 def test_callbacks_of_a_sharded_jit_report_what_device_0_hands_them(version):
     """XLA's SPMD partitioner gathers the operands and calls the callbacks in a branch
     taken on device 0; every device computes the gathered values (row d: device d)."""
-    program = cp.BY_NAME["debug_print_jit_sharded"]
-    (x,) = program.inputs()
-    results, received, printed = _jax_run(program, [x])
-    ours = _ours(program.name, version, [x.reshape(4, 2, 3)])
-    np.testing.assert_array_equal(ours["out0"].reshape(8, 3), results[0])
+    received, printed, ours = _four_device_run("debug_print_jit_sharded", version)
     (y,) = [k for k in ours if k.startswith("callback:debug_print")]
     (s,) = [k for k in ours if k.startswith("callback:debug_callback")]
     assert ours[y].shape == (4, 8, 3) and printed == [cp.TOTAL_FMT.format(t=ours[y][0])]
