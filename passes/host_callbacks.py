@@ -39,8 +39,9 @@ from passes.lib.registry import PassOptions, register_pass
 
 TARGETS = tuple(f"xla{kind}_python_{device}_callback"
                 for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
-# The legacy CPU callback's first operand: a u64 scalar naming the callback (not a value).
-LEGACY_DESCRIPTOR_TARGET = "xla_python_cpu_callback"
+# The legacy callbacks' first operand may be a u64 descriptor naming the callback, not a
+# value (see converter.importer.callbacks._is_descriptor, which decides alike).
+LEGACY_TARGETS = ("xla_python_cpu_callback", "xla_python_gpu_callback")
 
 
 def is_token(t: ir.Type) -> bool:
@@ -50,14 +51,24 @@ def is_token(t: ir.Type) -> bool:
 def data_operands(op: ir.Operation) -> list[ir.Value]:
     """The values a callback receives: array operands, the legacy descriptor left out."""
     values = [v for v in op.operands if not is_token(v.type)]
-    if rewrite.call_target(op) == LEGACY_DESCRIPTOR_TARGET and values and _is_descriptor(values[0].type):
+    if values and _is_descriptor(op, values[0]):
         values = values[1:]
     return values
 
 
-def _is_descriptor(t: ir.Type) -> bool:
-    t = ir.RankedTensorType(t)
-    return t.rank == 0 and isinstance(t.element_type, ir.IntegerType) and t.element_type.width == 64
+def _is_descriptor(op: ir.Operation, first: ir.Value) -> bool:
+    target = rewrite.call_target(op)
+    t = ir.RankedTensorType(first.type)
+    if target not in LEGACY_TARGETS or t.rank != 0 or not isinstance(t.element_type, ir.IntegerType) \
+            or t.element_type.width != 64 or not t.element_type.is_unsigned:
+        return False
+    if target == "xla_python_cpu_callback":
+        return True
+    producer = rewrite.defining_op(first)
+    text = rewrite.attr_to_python(op.attributes["backend_config"]) if "backend_config" in op.attributes else ""
+    if producer is None or producer.name != "stablehlo.constant" or not isinstance(text, str) or not text.strip():
+        return False
+    return str(ir.DenseIntElementsAttr(producer.attributes["value"])[0]) == text.strip()
 
 
 _NAMED = re.compile(r'"((?:[^"\\]|\\.)*)"\((?:"((?:[^"\\]|\\.)*)":(\d+):(\d+))?')

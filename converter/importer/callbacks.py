@@ -29,6 +29,7 @@ from converter.importer.taps import TAPS_ATTR, TapRequest, leaf_labels, tap_path
 
 TARGETS = tuple(f"xla{kind}_python_{device}_callback"
                 for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
+LEGACY_TARGETS = ("xla_python_cpu_callback", "xla_python_gpu_callback")
 CALLBACKS_ATTR = "hlo.callbacks"
 PREFIX = "callback:"
 
@@ -61,9 +62,8 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
             shapes = [comp.by_name[o].shape if o in comp.by_name else None for o in instr.operands]
             operands = [o for o, s in zip(instr.operands, shapes) if s is not None and not s.is_tuple
                         and not s.is_token]
-            if (target == "xla_python_cpu_callback" and operands and not comp.by_name[operands[0]].shape.dims
-                    and str(comp.by_name[operands[0]].shape.element_type) in ("u64", "s64")):
-                operands = operands[1:]  # the legacy CPU callback's descriptor
+            if operands and _is_descriptor(target, comp.by_name[operands[0]], instr):
+                operands = operands[1:]
             md = instr.metadata
             source = ""
             if md is not None:
@@ -120,6 +120,20 @@ def _out_of_branches(hlo: Module, comp: Computation, operands: list[str]) -> tup
             mapped.append(passed.operands[instr.attrs["index"]])
         comp, operands = caller, mapped
     return comp, operands, ""
+
+
+def _is_descriptor(target: str, first: Instruction, call: Instruction) -> bool:
+    """Whether a legacy callback's first operand is the u64 descriptor naming the callback
+    (XLA's old PyClient::EmitPythonCallback passes it as operand 0, its decimal text as
+    the opaque backend_config): always for the CPU target; for the GPU target, where later
+    jax passed it in the backend_config alone, a u64 constant equal to that text."""
+    if target not in LEGACY_TARGETS or first.shape.dims or first.shape.element_type != "u64":
+        return False
+    if target == "xla_python_cpu_callback":
+        return True
+    config = call.attrs.get("backend_config")
+    text = getattr(config, "raw", "").strip().strip('"')
+    return first.opcode == "constant" and bool(text) and str(first.literal).strip() == text
 
 
 def reported(sites: list[CallbackSite]) -> list[CallbackSite]:

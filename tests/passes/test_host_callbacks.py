@@ -195,17 +195,24 @@ def test_every_callback_target_is_removed_and_reported_alike(target, tmp_path):
         np.testing.assert_array_equal(ours[key], base[key])
 
 
-def test_legacy_cpu_callback_descriptor_is_not_a_reported_value(tmp_path):
-    """The legacy `xla_python_cpu_callback` passes a u64 descriptor of the callback as its
-    first operand (api_version 2): not a value the callback receives."""
-    text = """HloModule m
-ENTRY main (x: f32[3]) -> f32[3] {
-  x = f32[3]{0} parameter(0)
-  d = u64[] constant(140234)
-  e = f32[3]{0} exponential(x)
-  cb = () custom-call(d, e), custom_call_target="xla_python_cpu_callback", custom_call_has_side_effect=true, api_version=API_VERSION_STATUS_RETURNING, metadata={op_name="jit(f)/debug_callback" source_file="model.py" source_line=7}
-  ROOT n = f32[3]{0} negate(e)
-}
+@pytest.mark.parametrize("target, descriptor, reported", [
+    ("xla_python_cpu_callback", 140234, ["callback:cb"]),
+    ("xla_python_gpu_callback", 140234, ["callback:cb"]),
+    ("xla_python_gpu_callback", 7, ["callback:cb#0", "callback:cb#1"]),  # a u64 value, not the descriptor
+])
+def test_legacy_callback_descriptor_is_not_a_reported_value(target, descriptor, reported, tmp_path):
+    """XLA's old PyClient::EmitPythonCallback passes a u64 descriptor of the callback as
+    operand 0 and its decimal text as the opaque backend_config (api_version 2): not a
+    value the callback receives.  Later jax's GPU form passes it in the backend_config
+    alone, so there a u64 first operand is the descriptor only when it equals that text."""
+    text = f"""HloModule m
+ENTRY main (x: f32[3]) -> f32[3] {{
+  x = f32[3]{{0}} parameter(0)
+  d = u64[] constant({descriptor})
+  e = f32[3]{{0}} exponential(x)
+  cb = () custom-call(d, e), custom_call_target="{target}", custom_call_has_side_effect=true, api_version=API_VERSION_STATUS_RETURNING, metadata={{op_name="jit(f)/debug_callback" source_file="model.py" source_line=7}}, backend_config="140234"
+  ROOT n = f32[3]{{0}} negate(e)
+}}
 """
     path = tmp_path / "legacy.hlo"
     path.write_text(text)
@@ -214,8 +221,10 @@ ENTRY main (x: f32[3]) -> f32[3] {
         prog = load(str(path), import_options=ImportOptions(report_callbacks=True))
     x = np.array([0.5, -1.0, 2.0], np.float32)
     ours = {spec.name: o for spec, o in zip(prog.results, prog(x))}
-    assert sorted(ours) == ["callback:cb", "out0"]
-    np.testing.assert_allclose(ours["callback:cb"], np.exp(x), rtol=1e-6)
+    assert list(ours) == ["out0"] + reported
+    np.testing.assert_allclose(ours[reported[-1]], np.exp(x), rtol=1e-6)
+    if len(reported) == 2:
+        assert ours["callback:cb#0"] == descriptor
 
 
 def test_run_command_writes_callback_outputs_and_takes_callback_plugins(tmp_path, capsys):
@@ -294,3 +303,25 @@ def test_callbacks_in_branches_and_beside_user_taps(tmp_path):
     assert (op_name, source) == ("jit(f)/cond/branch_1_fun/debug_print", "model.py:5")
     assert why == ("not reported: %n is computed inside computation then, branch 1 of %r (conditional), "
                    "which has no single value per execution")
+
+
+@pytest.mark.parametrize("target", ["xla_python_cpu_callback", "xla_python_gpu_callback"])
+def test_legacy_callback_with_results_gets_its_plugin_without_the_descriptor(target):
+    from tests.helpers import convert_program
+
+    text = f"""HloModule m
+ENTRY main (x: f32[3]) -> f32[3] {{
+  x = f32[3]{{0}} parameter(0)
+  d = u64[] constant(140234)
+  cb = (f32[3]{{0}}) custom-call(d, x), custom_call_target="{target}", api_version=API_VERSION_STATUS_RETURNING, metadata={{op_name="jit(f)/pure_callback" source_file="model.py" source_line=9}}, backend_config="140234"
+  ROOT r = f32[3]{{0}} get-tuple-element(cb), index=0
+}}
+"""
+    with pytest.raises(PassError, match=r"operands \(f32\[3\]\) -> results \(f32\[3\]\)"):
+        convert_program(text)
+    register_callback("model.py:9", cp.pure_fn)
+    try:
+        x = np.array([0.5, -1.0, 2.0], np.float32)
+        np.testing.assert_allclose(convert_program(text)(x)[0], np.asarray(cp.pure_fn(x)), rtol=1e-6)
+    finally:
+        unregister_callback("model.py:9")
