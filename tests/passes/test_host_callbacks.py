@@ -237,9 +237,13 @@ def test_run_command_writes_callback_outputs_and_takes_callback_plugins(tmp_path
     dump = str(DUMPS / "pure_io_callback_jax012.hlo")
     assert main(["run", dump, "--inputs", str(tmp_path / "in.npz")]) == 1  # refused by name
     assert 'op_name "jit(f)/io_callback"' in capsys.readouterr().err
-    code = main(["run", dump, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
-                 "--callback", "jit(f)/pure_callback=tests.programs.callback_programs:pure_fn",
-                 "--callback", "jit(f)/io_callback=tests.programs.callback_programs:io_fn"])
+    try:
+        code = main(["run", dump, "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz"),
+                     "--callback", "jit(f)/pure_callback=tests.programs.callback_programs:pure_fn",
+                     "--callback", "jit(f)/io_callback=tests.programs.callback_programs:io_fn"])
+    finally:  # the command line registers them for the process
+        unregister_callback("jit(f)/pure_callback")
+        unregister_callback("jit(f)/io_callback")
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "host callback(s)" in captured.err and "were not called" in captured.err
@@ -313,7 +317,7 @@ def test_legacy_callback_with_results_gets_its_plugin_without_the_descriptor(tar
 ENTRY main (x: f32[3]) -> f32[3] {{
   x = f32[3]{{0}} parameter(0)
   d = u64[] constant(140234)
-  cb = (f32[3]{{0}}) custom-call(d, x), custom_call_target="{target}", api_version=API_VERSION_STATUS_RETURNING, metadata={{op_name="jit(f)/pure_callback" source_file="model.py" source_line=9}}, backend_config="140234"
+  cb = (f32[3]{{0}}) custom-call(d, x), custom_call_target="{target}", api_version=API_VERSION_STATUS_RETURNING, metadata={{op_name="jit(g)/pure_callback" source_file="model.py" source_line=9}}, backend_config="140234"
   ROOT r = f32[3]{{0}} get-tuple-element(cb), index=0
 }}
 """
