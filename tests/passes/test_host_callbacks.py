@@ -107,9 +107,10 @@ def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
     assert len(printed) == 1
 
 
+@pytest.mark.parametrize("name", ["debug_callback_shard_map", "debug_callback_partitioned"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_callback_in_shard_map_reports_each_devices_value(version):
-    received, _, ours = _four_device_run("debug_callback_shard_map", version)
+def test_callback_in_shard_map_or_partitioned_reports_each_devices_value(name, version):
+    received, _, ours = _four_device_run(name, version)
     (key,) = [k for k in ours if k.startswith("callback:")]
     per_device = ours[key]
     assert per_device.shape == (4, 2, 3) and len(received) == 4

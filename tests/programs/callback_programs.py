@@ -133,6 +133,23 @@ def io_fn(a):
     return jnp.cumsum(a, axis=-1) - a.max()
 
 
+def _partitioned(sink):
+    """debug.callback(partitioned=True) in a sharded jit: called on each device's shard
+    (`xla_ffi_partitioned_python_cpu_callback`), not gathered to device 0."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+
+    def f(x):
+        y = jnp.sin(x) * 2.0
+        jax.debug.callback(sink, y, partitioned=True)
+        return y
+
+    return f, (NamedSharding(mesh, P("d")),)
+
+
 def _rng(seed: int):
     return np.random.default_rng(seed)
 
@@ -146,6 +163,8 @@ PROGRAMS = [
                     lambda: [_rng(5).standard_normal((8, 3), np.float32)], devices=4),
     CallbackProgram("debug_print_jit_sharded", _jit_sharded, lambda: [_rng(7).standard_normal((8, 3), np.float32)],
                     devices=4),
+    CallbackProgram("debug_callback_partitioned", _partitioned,
+                    lambda: [_rng(8).standard_normal((8, 3), np.float32)], devices=4),
     CallbackProgram("pure_io_callback", _pure_io, lambda: [_rng(6).standard_normal((3, 4), np.float32)]),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}
