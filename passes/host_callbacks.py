@@ -141,8 +141,10 @@ def _refusal(op: ir.Operation, op_name: str, source: str) -> str:
     key = op_name or source or "OP_NAME"
     also = f" (or --callback '{source}=...')" if op_name and source else ""
     where = f" at {source}" if source else ""
+    kind = ("jax.experimental.buffer_callback" if "_buffer_" in rewrite.call_target(op)
+            else "jax.pure_callback / io_callback")
     return str(rewrite.op_error(op, (
-        f"a host callback with results (jax.pure_callback / io_callback){where}, op_name \"{op_name}\": "
+        f"a host callback with results ({kind}){where}, op_name \"{op_name}\": "
         f"operands ({operands}) -> results ({results}); its Python function is not in the dump. Give it a meaning "
         f"with --callback '{key}=pkg.module:function'{also}, or converter.custom_calls.register_callback in "
         "Python: a JAX function of the operands returning the results")))

@@ -143,6 +143,22 @@ def test_callbacks_with_results_are_refused_by_name(version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_buffer_callbacks_are_refused_by_name_and_take_plugins(version):
+    dump = str(DUMPS / f"buffer_callback_{version}.hlo")
+    with pytest.raises(PassError, match=r"buffer_callback_jax01\d\.hlo:\d+:3: error: %buffer_callback\.\d+ .*"
+                                        r"\(jax\.experimental\.buffer_callback\) at tests/programs/callback_programs\.py:\d+, "
+                                        r'op_name "jit\(f\)/buffer_callback": operands \(f32\[2,5\]\) -> results \(f32\[2,5\]\)'):
+        load(dump)
+    register_callback("jit(f)/buffer_callback", cp.pure_fn)
+    try:
+        program = load(dump)
+    finally:
+        unregister_callback("jit(f)/buffer_callback")
+    (x,) = cp.BY_NAME["buffer_callback"].inputs()
+    np.testing.assert_allclose(program(x)[0], np.sin(x) * 3.0 + 1.0, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_callback_plugins_given_jaxs_own_functions_give_jaxs_result(version):
     program = cp.BY_NAME["pure_io_callback"]
     inputs = program.inputs()

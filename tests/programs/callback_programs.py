@@ -150,6 +150,18 @@ def _partitioned(sink):
     return f, (NamedSharding(mesh, P("d")),)
 
 
+def _buffer(sink):
+    """jax.experimental.buffer_callback: the callback writes its result buffers
+    (`xla_buffer_python_cpu_callback`); the dump holds the call only."""
+    import jax
+    from jax.experimental.buffer_callback import buffer_callback
+
+    def f(x):
+        return buffer_callback(sink, jax.ShapeDtypeStruct(x.shape, x.dtype))(x) + 1.0
+
+    return f, None
+
+
 def _rng(seed: int):
     return np.random.default_rng(seed)
 
@@ -165,6 +177,7 @@ PROGRAMS = [
                     devices=4),
     CallbackProgram("debug_callback_partitioned", _partitioned,
                     lambda: [_rng(8).standard_normal((8, 3), np.float32)], devices=4),
+    CallbackProgram("buffer_callback", _buffer, lambda: [_rng(9).standard_normal((2, 5), np.float32)]),
     CallbackProgram("pure_io_callback", _pure_io, lambda: [_rng(6).standard_normal((3, 4), np.float32)]),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}
