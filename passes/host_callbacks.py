@@ -30,18 +30,15 @@ import warnings
 from jaxlib.mlir import ir
 
 from converter.common.errors import ConverterWarning
+# The targets, and the legacy ones whose first operand may be a u64 descriptor naming the
+# callback rather than a value (the importer's callbacks._is_descriptor decides alike).
+from converter.importer.callbacks import LEGACY_TARGETS, TARGETS
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.callback_plugins import find_callback_plugin
 from passes.lib.errors import PassError
 from passes.lib.plugins import call_attributes, inline_jax
 from passes.lib.registry import PassOptions, register_pass
-
-TARGETS = tuple(f"xla{kind}_python_{device}_callback"
-                for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
-# The legacy callbacks' first operand may be a u64 descriptor naming the callback, not a
-# value (see converter.importer.callbacks._is_descriptor, which decides alike).
-LEGACY_TARGETS = ("xla_python_cpu_callback", "xla_python_gpu_callback")
 
 
 def is_token(t: ir.Type) -> bool:
