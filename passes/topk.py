@@ -33,7 +33,7 @@ from passes.symbol_dce import symbol_dce
 TARGETS = ("TopK", "__gpu$TopK")
 
 
-@register_pass("topk", "TopK / __gpu$TopK custom-calls → stable sort by the dump's comparator, then slices", targets=TARGETS)
+@register_pass("topk", "TopK / __gpu$TopK custom-calls → stable sort by the dump's comparator (or its TOTAL order), then slices", targets=TARGETS)
 def lower_topk(module: ir.Module, options: PassOptions) -> None:
     calls = rewrite.custom_calls(module, TARGETS)
     if not calls:
