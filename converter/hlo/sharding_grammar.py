@@ -158,7 +158,7 @@ class ShardingGrammar(Cursor):
         iota = None
         replicate = False
         last_tile_dims: tuple[str, ...] = ()
-        device = -1
+        device: int | None = None  # XLA takes any integer, negative ones too
         group = ("", -1)
         metadata = ""
         seen: set[str] = set()
@@ -196,10 +196,10 @@ class ShardingGrammar(Cursor):
             else:  # metadata: `{...}` or a list `{{...}, {...}}`, kept as its text
                 metadata = self.balanced("sharding metadata '{op_name=...}'")
         if kind == "maximal":
-            if device < 0:
+            if device is None:
                 raise self.error("", start, "a maximal sharding needs 'device=N'")
             return attrs.Sharding("maximal", device=device, shard_group=group, metadata=metadata)
-        if device >= 0:
+        if device is not None:
             raise self.error("", start, "'device=' belongs to a maximal sharding")
         if kind:
             if tile_dims:

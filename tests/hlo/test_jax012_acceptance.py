@@ -144,6 +144,8 @@ _PRINTED_FORMS = [
     '{mesh[], [{}]}',
     "{mesh['x'=1], [{}]}",
     '{single_device[device_id=0]}',
+    '{maximal device=-1}',
+    '{maximal device=+1}',
     '{maximal_mesh[device_id=0]}',
     '{{single_device[device_id=0]}}',
     "{{replicated}, {mesh['x'=2], [{'x'}]}}",
