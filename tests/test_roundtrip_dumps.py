@@ -49,7 +49,7 @@ REPRESENTATIVE = [
 ]
 ARTIFACT_REPRESENTATIVE = [("cpu", "cumulative_more"), ("gpu_h100", "layernorm_grad"), ("tpu", "spmd_mlp_2d")]
 
-DUMP_FILES = sorted(DUMPS.glob("*/*.hlo"))
+DUMP_FILES = sorted(p for p in DUMPS.glob("*/*.hlo") if (p.parent / "manifest.json").exists())  # the catalog's
 # Full-size samples take minutes and GBs; the MaxText one elides constants, so it is
 # round-tripped as text and artifacts only (its outputs would be made up).
 SAMPLES = ["gpu_torchxla_qwen_decode_cublas", "tpu_mlp_allreduce_4_replicas", "tpu_spmd_mlp_async_collective_fusion"]

@@ -150,7 +150,7 @@ class ShardingGrammar(Cursor):
                 elements.append(self.v_sharding())
             self.expect("}")
             return attrs.Sharding("tuple", elements=tuple(elements))
-        if s.startswith("mesh", p) or s.startswith("maximal_mesh", p):
+        if re.compile(r"(mesh|maximal_mesh|single_device)(?![\w.\-])").match(s, p):
             return self.named_sharding(start)
         kind = ""
         tile_dims: tuple[int, ...] = ()
@@ -158,7 +158,7 @@ class ShardingGrammar(Cursor):
         iota = None
         replicate = False
         last_tile_dims: tuple[str, ...] = ()
-        device = -1
+        device: int | None = None  # XLA takes any integer, negative ones too
         group = ("", -1)
         metadata = ""
         seen: set[str] = set()
@@ -196,10 +196,10 @@ class ShardingGrammar(Cursor):
             else:  # metadata: `{...}` or a list `{{...}, {...}}`, kept as its text
                 metadata = self.balanced("sharding metadata '{op_name=...}'")
         if kind == "maximal":
-            if device < 0:
+            if device is None:
                 raise self.error("", start, "a maximal sharding needs 'device=N'")
             return attrs.Sharding("maximal", device=device, shard_group=group, metadata=metadata)
-        if device >= 0:
+        if device is not None:
             raise self.error("", start, "'device=' belongs to a maximal sharding")
         if kind:
             if tile_dims:
@@ -244,18 +244,21 @@ class ShardingGrammar(Cursor):
     def named_sharding(self, start: int) -> attrs.Sharding:
         """After `{`: `mesh[...]` (+ device ids), then `, [{'x'}, {}]` (per dimension) or
         `, replicated` / `, manual` / `, unreduced`, then `, replicated={'y'}`-style axis
-        lists and `, metadata={{...}}`; or `maximal_mesh[device_id=N]`."""
+        lists and `, metadata={{...}}`; or `maximal_mesh[device_id=N]`, which jax 0.12's XLA
+        prints as `single_device[device_id=N]` (the same sharding: one device holds the value;
+        `device_id=` is one token there, so no space before its `=`, and N may be negative)."""
         from converter.hlo.mesh import named_to_tiled
 
         s = self.s
         p = self.skip(self.p)
         metadata = ""
-        if s.startswith("maximal_mesh", p):
-            m = re.compile(r"maximal_mesh\[" + _W + r"device_id=" + _W + r"(\d+)" + _W + r"\]", re.S).match(s, p)
+        if s.startswith("maximal_mesh", p) or s.startswith("single_device", p):
+            m = re.compile(r"(maximal_mesh|single_device)" + _W + r"\[" + _W + r"device_id=" + _W + r"(-?\d+)" + _W
+                           + r"\]", re.S).match(s, p)
             if m is None:
-                raise self.error("'maximal_mesh[device_id=N]'", p)
+                raise self.error("'single_device[device_id=N]' or 'maximal_mesh[device_id=N]'", p)
             self.p = m.end()
-            named = attrs.NamedSharding(None, kind="maximal", maximal_device=int(m.group(1)))
+            named = attrs.NamedSharding(None, kind="maximal", maximal_device=int(m.group(2)))
         else:
             mesh = self.mesh()
             dims: list[tuple[tuple[attrs.MeshAxisRef, ...], bool]] = []

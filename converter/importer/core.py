@@ -91,6 +91,9 @@ class ImportOptions:
     seed: int = 0
     # Instructions whose values become extra results of @main (a converter.importer.taps.TapRequest).
     taps: Any = None
+    # Return the operands of host callbacks without results (jax.debug.print, ...) as extra
+    # results `callback:NAME` after the taps (converter.importer.callbacks).
+    report_callbacks: bool = False
     # Not None: an instruction of a PURE opcode equal to an earlier one of the same block
     # (same operand values and shapes, result shape, attributes and literal) takes that
     # one's values instead of building equal ops, where a use that none of these tests
@@ -263,10 +266,16 @@ class ModuleImporter:
     def run(self) -> ir.Module:
         hlo = self.hlo
         entry = hlo.entry
-        if self.options.taps:
+        request, callback_sites = self.options.taps, []
+        if self.options.report_callbacks:
+            from converter.importer import callbacks
+
+            callback_sites = callbacks.find_callbacks(hlo, self.options.keep_fusions)
+            request = callbacks.with_callback_operands(request, callback_sites)
+        if request:
             from converter.importer.taps import resolve
 
-            self.tap_plan = resolve(self.options.taps, hlo, self.options.keep_fusions)
+            self.tap_plan = resolve(request, hlo, self.options.keep_fusions)
         if self.options.find_nonfinite:
             from converter.importer.nonfinite_monitor import MonitorRecorder, monitor_plan
 
@@ -295,6 +304,10 @@ class ModuleImporter:
                 self._import_entry(entry)
             except NoMlirTypeError as e:
                 raise self._no_type_error(hlo, e) from None
+            if callback_sites:
+                with self.context, ir.Location.unknown():
+                    callbacks.relabel_results(module, callback_sites, callbacks.user_tap_labels(
+                        self.options.taps, hlo, self.options.keep_fusions))
             if self.elided_constants:
                 set_elided_constants(module, self.elided_constants)
             if self.uses_chlo:

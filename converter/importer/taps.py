@@ -322,9 +322,11 @@ def tap_labels(module) -> list[str]:
 
 
 def output_keys(num_results: int, labels: list[str]) -> list[str]:
-    """`out0..outM` for the program's own results, then `tap:LABEL` for each tap."""
+    """`out0..outM` for the program's own results, then `tap:LABEL` for each tap (a host
+    callback's value is labelled `callback:NAME` already: converter.importer.callbacks)."""
     base = num_results - len(labels)
-    return [f"out{i}" for i in range(base)] + [f"tap:{label}" for label in labels]
+    return [f"out{i}" for i in range(base)] + [label if label.startswith("callback:") else f"tap:{label}"
+                                               for label in labels]
 
 
 def add_tap_args(p) -> None:

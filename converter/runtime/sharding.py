@@ -84,6 +84,9 @@ def assemble_global(per_device: np.ndarray, sharding_text: str | None) -> np.nda
     if sh.kind == "replicated":
         return per_device[0]
     if sh.kind == "maximal":
+        if not 0 <= sh.device < per_device.shape[0]:  # XLA's parser takes any integer, -1 too
+            raise ConverterError(f"error: sharding {sharding_text}: device {sh.device} is not one of the "
+                                 f"{per_device.shape[0]} devices the module runs on")
         return per_device[sh.device]
     if sh.kind != "tiled":
         return per_device[0]

@@ -359,9 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     for item in getattr(args, "custom_call", []):
         if not re.fullmatch(r"[^=\s]+=[\w.]+:[\w.]+", item):
             parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
+    for item in getattr(args, "callback", []):
+        if not re.fullmatch(r".+=[\w.]+:[\w.]+", item):
+            parser.error(f"--callback {item!r}: expected KEY=pkg.module:function (KEY: op_name or file.py:LINE)")
     try:
         check_output_args(args)  # before any work: a bad output path is a bad command line
-        if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
+        if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None) or getattr(args, "callback", None):
             load_plugins(args)
         return COMMANDS[args.command](args)
     except UsageError as e:

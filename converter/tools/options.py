@@ -11,6 +11,9 @@ def add_plugin_args(p: argparse.ArgumentParser) -> None:
                    help="a Python file registering custom-call plug-ins (converter.custom_calls.register; repeatable)")
     p.add_argument("--custom-call", action="append", default=[], metavar="TARGET=pkg.module:function",
                    help="give custom-call TARGET the meaning of a JAX function (repeatable)")
+    p.add_argument("--callback", action="append", default=[], metavar="KEY=pkg.module:function",
+                   help="give the host callback (pure_callback / io_callback) with op_name KEY, or source "
+                        "location KEY=file.py:LINE, the meaning of a JAX function of its operands (repeatable)")
     p.add_argument("--custom-call-override", action="store_true",
                    help="let these plug-ins replace built-in rewrites and installed plug-ins of the same target")
 
@@ -23,6 +26,11 @@ def load_plugins(args) -> None:
     for item in getattr(args, "custom_call", []):
         target, _, spec = item.partition("=")
         register_spec(target, spec, override=args.custom_call_override)
+    for item in getattr(args, "callback", []):
+        from passes.lib.callback_plugins import register_callback_spec
+
+        key, _, spec = item.rpartition("=")
+        register_callback_spec(key, spec)
 
 
 def add_pipeline_args(p: argparse.ArgumentParser) -> None:
@@ -82,7 +90,8 @@ def import_options_from_args(args):
     from converter.importer.taps import request_from_args
 
     return ImportOptions(keep_fusions=args.keep_fusions, elided_constants=args.elided_constants,
-                         seed=getattr(args, "seed", 0), taps=request_from_args(args))
+                         seed=getattr(args, "seed", 0), taps=request_from_args(args),
+                         report_callbacks=getattr(args, "command", "") == "run")
 
 
 # Every flag naming a file or folder a command writes: (attribute, flag, is a folder).

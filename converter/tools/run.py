@@ -352,6 +352,7 @@ def _run(args, group, process_started: float | None) -> int:
     if outputs is not None:
         print()
         print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
+        _print_callbacks(program, outputs)
         if len(times) > 1:
             print("\n" + format_iterations(times))
         if args.print_literals:
@@ -423,7 +424,7 @@ def _assembled(outputs, program, result_shardings, n: int) -> list[np.ndarray]:
     assembled, per_device_taps = [], []
     for o, spec, sh in zip(outputs, program.results, result_shardings):
         whole = assemble_global(o, sh)
-        if whole is None and spec.name.startswith("tap:"):
+        if whole is None and spec.name.startswith(("tap:", "callback:")):
             whole = o  # an instruction's value has no sharding of its own: per device
             per_device_taps.append(spec.name)
         elif whole is None:
@@ -436,6 +437,28 @@ def _assembled(outputs, program, result_shardings, n: int) -> list[np.ndarray]:
               f"(leading axis of {n}): {', '.join(per_device_taps[:4])}{' …' if len(per_device_taps) > 4 else ''}",
               file=sys.stderr)
     return assembled
+def _print_callbacks(program, outputs) -> None:
+    """The host callbacks of the dump (not called): what each would have received."""
+    from converter.importer.callbacks import callback_sites_of
+
+    sites = callback_sites_of(program.module)
+    if not sites:
+        return
+    by_key = {spec.name: arr for spec, arr in zip(program.results, outputs)}
+    rows = []
+    for name, op_name, source, what in sites:
+        if what == "has results":  # given by a --callback plug-in (or the run was refused)
+            continue
+        labels = [w.strip() for w in what.removesuffix(" (in a conditional branch)").split(",")] \
+            if what.startswith("callback:") else []
+        for label in labels or [""]:
+            arr = by_key.get(label)
+            values = (["x".join(map(str, arr.shape)) or "scalar", *_stats(arr)[:3]] if arr is not None
+                      else [what, "", "", ""])
+            rows.append([label or name, op_name + (" (in a branch)" if what.endswith("branch)") else ""), source,
+                         *values])
+    print("\nhost callbacks, not called (the values they would have received; in a loop, the last iteration's):")
+    print(table(rows, ["output", "op_name", "source", "shape", "min", "max", "mean"]))
 
 
 def snapshot_arguments(snapshot, program, path: str) -> list[np.ndarray]:
@@ -453,7 +476,7 @@ def compare_with_snapshot(snapshot, program, outputs, path: str) -> int:
     agree within the dtype's tolerance, 1 otherwise."""
     from converter.runtime.compare import compare
 
-    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith("tap:")]
+    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith(("tap:", "callback:"))]
     if len(own) != len(snapshot.result):
         print(f"\n{path}: the snapshot records {len(snapshot.result)} result(s), the module returns {len(own)}")
         return 1

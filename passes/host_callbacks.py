@@ -1,0 +1,210 @@
+"""host-callbacks: JAX's host callbacks, whose Python function is not in the dump.
+
+`jax.debug.print`, `jax.debug.callback`, `jax.pure_callback` and `io_callback` lower to a
+custom-call that calls back into the Python process that ran the program (jax's
+jax/_src/callback.py emit_python_callback): `xla_ffi_python_{cpu,gpu}_callback`, the
+partitioned `xla_ffi_partitioned_python_{cpu,gpu}_callback` (called on each device's
+shard), the legacy `xla_python_{cpu,gpu}_callback` (the CPU form's first operand is a
+u64 descriptor of the callback) and `jax.experimental.buffer_callback`'s
+`xla_buffer_python_{cpu,gpu}_callback`.  Operands: an ordering token first when the
+callback is ordered (`ordered=True`, io_callback), then the arrays; results: the token,
+then the arrays; `custom_call_has_side_effect` unless it is a pure callback; the typed-FFI
+backend_config is `{index = N : ui64}`, the callback's position in the lowering's list.
+
+- No array results (debug print and callback): the call is removed; its token results
+  become its token operand (several: their after_all; none: a fresh one), so the ordering
+  chain of the program stays valid.  `run` reports the values the callback would have
+  received (converter.importer.callbacks taps the operands), and one warning says the
+  callbacks were not called.
+- Array results (pure and io callbacks): a callback plug-in (passes.lib.callback_plugins,
+  keyed by op_name or source `file:line`) is lowered with JAX and inlined; without one the
+  call is refused with its op_name, source, operand and result types and how to give it a
+  meaning.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+from jaxlib.mlir import ir
+
+from converter.common.errors import ConverterWarning
+# The targets, and the legacy ones whose first operand may be a u64 descriptor naming the
+# callback rather than a value (the importer's callbacks._is_descriptor decides alike).
+from converter.importer.callbacks import LEGACY_TARGETS, TARGETS
+from converter.mlir import builders
+from passes.lib import rewrite
+from passes.lib.callback_plugins import find_callback_plugin
+from passes.lib.errors import PassError
+from passes.lib.plugins import call_attributes, inline_jax
+from passes.lib.registry import PassOptions, register_pass
+
+
+def is_token(t: ir.Type) -> bool:
+    return not isinstance(t, ir.ShapedType)
+
+
+def data_operands(op: ir.Operation) -> list[ir.Value]:
+    """The values a callback receives: array operands, the legacy descriptor left out."""
+    values = [v for v in op.operands if not is_token(v.type)]
+    if values and _is_descriptor(op, values[0]):
+        values = values[1:]
+    return values
+
+
+def _is_descriptor(op: ir.Operation, first: ir.Value) -> bool:
+    target = rewrite.call_target(op)
+    t = ir.RankedTensorType(first.type)
+    if target not in LEGACY_TARGETS or t.rank != 0 or not isinstance(t.element_type, ir.IntegerType) \
+            or t.element_type.width != 64 or not t.element_type.is_unsigned:
+        return False
+    if target == "xla_python_cpu_callback":
+        return True
+    producer = rewrite.defining_op(first)
+    text = rewrite.attr_to_python(op.attributes["backend_config"]) if "backend_config" in op.attributes else ""
+    if producer is None or producer.name != "stablehlo.constant" or not isinstance(text, str) or not text.strip():
+        return False
+    return str(ir.DenseIntElementsAttr(producer.attributes["value"])[0]) == text.strip()
+
+
+_NAMED = re.compile(r'"((?:[^"\\]|\\.)*)"\((?:"((?:[^"\\]|\\.)*)":(\d+):(\d+))?')
+
+
+def callback_source(op: ir.Operation) -> tuple[str, str]:
+    """(op_name, `file:line`) from the call's location (the importer fuses the dump
+    instruction's location with its metadata's op_name and source)."""
+    named = _NAMED.findall(str(op.location))
+    if len(named) < 2:
+        return "", ""
+    op_name, file, line, _ = named[1]
+    return op_name, f"{file}:{line}" if file else ""
+
+
+def _type_text(t: ir.Type) -> str:
+    """`f32[2,3]`, as the dump writes it."""
+    from converter.mlir.context import hlo_element_type
+
+    t = ir.RankedTensorType(t)
+    return f"{hlo_element_type(t.element_type)}[{','.join(map(str, t.shape))}]"
+
+
+@register_pass("host-callbacks", "host callbacks (jax.debug.print/callback, pure/io_callback): no results → removed "
+               "(run reports their operands); with results → a --callback plug-in, or refused", targets=TARGETS)
+def host_callbacks(module: ir.Module, options: PassOptions) -> bool | None:
+    calls = rewrite.custom_calls(module, TARGETS)
+    if not calls:
+        return False
+    errors: list[str] = []
+    removed: list[str] = []
+    for op in calls:
+        op_name, source = callback_source(op)
+        if all(is_token(r.type) for r in op.results):
+            _remove(op)
+            removed.append(op_name or rewrite.location_text(op))
+            continue
+        plugin = find_callback_plugin(op_name, source)
+        if plugin is None:
+            errors.append(_refusal(op, op_name, source))
+            continue
+        _inline(op, plugin, op_name)
+    if errors:
+        raise PassError("\n".join(errors))
+    _drop_entry_tokens(module)
+    if removed:
+        warnings.warn(ConverterWarning(
+            f"warning: {len(removed)} host callback(s) (jax.debug.print / debug.callback) were not called; "
+            "`run` writes the values they would have received as callback:NAME outputs"), stacklevel=2)
+    return None
+
+
+def _ordering_token(op: ir.Operation) -> ir.Value:
+    tokens = [v for v in op.operands if is_token(v.type)]
+    if len(tokens) == 1:
+        return tokens[0]
+    token_type = ir.Type.parse("!stablehlo.token")
+    with rewrite.at(op):
+        return builders.op1("stablehlo.after_all", token_type, tokens)
+
+
+def _remove(op: ir.Operation) -> None:
+    token = _ordering_token(op) if op.results else None
+    rewrite.replace(op, [token for _ in op.results])
+
+
+def _refusal(op: ir.Operation, op_name: str, source: str) -> str:
+    operands = ", ".join(_type_text(v.type) for v in data_operands(op)) or "none"
+    results = ", ".join(_type_text(r.type) for r in op.results if not is_token(r.type))
+    key = op_name or source or "OP_NAME"
+    also = f" (or --callback '{source}=...')" if op_name and source else ""
+    where = f" at {source}" if source else ""
+    kind = ("jax.experimental.buffer_callback" if "_buffer_" in rewrite.call_target(op)
+            else "jax.pure_callback / io_callback")
+    return str(rewrite.op_error(op, (
+        f"a host callback with results ({kind}){where}, op_name \"{op_name}\": "
+        f"operands ({operands}) -> results ({results}); its Python function is not in the dump. Give it a meaning "
+        f"with --callback '{key}=pkg.module:function'{also}, or converter.custom_calls.register_callback in "
+        "Python: a JAX function of the operands returning the results")))
+
+
+def _inline(op: ir.Operation, plugin, op_name: str) -> None:
+    attrs = call_attributes(op)
+    try:
+        fn = plugin.resolve()
+    except Exception as e:
+        raise rewrite.op_error(op, f"callback plug-in {plugin.source}: cannot be imported: "
+                                   f"{type(e).__name__}: {e}") from e
+    with rewrite.at(op):
+        arrays = inline_jax(op, attrs, fn, data_operands(op))
+    token = _ordering_token(op) if any(is_token(r.type) for r in op.results) else None
+    values = iter(arrays)
+    rewrite.replace(op, [token if is_token(r.type) else next(values) for r in op.results])
+
+
+def _drop_entry_tokens(module: ir.Module) -> None:
+    """JAX threads ordered effects (an ordered callback) through the entry as a token
+    parameter and a token result (`(token[], f32[4]) -> (token[], f32[4])`); JAX's own
+    caller passes and receives the arrays only.  With the callbacks gone the token orders
+    nothing: it becomes a fresh after_all, and the entry takes and returns the arrays
+    (inputs arg0.. and outputs out0.. are the arrays, as in the JAX program's signature)."""
+    main = next((op.operation for op in module.body.operations if op.operation.name == "func.func"
+                 and ir.StringAttr(op.operation.attributes["sym_name"]).value == "main"), None)
+    if main is None:
+        return
+    ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+    token_args = [i for i, t in enumerate(ftype.inputs) if is_token(t)]
+    token_results = [i for i, t in enumerate(ftype.results) if is_token(t)]
+    if not token_args and not token_results:
+        return
+    block = main.regions[0].blocks[0]
+    if token_args:
+        with ir.Location.unknown(), ir.InsertionPoint.at_block_begin(block):
+            fresh = builders.op1("stablehlo.after_all", ir.Type.parse("!stablehlo.token"), [])
+        for i in reversed(token_args):
+            block.arguments[i].replace_all_uses_with(fresh)
+            block.erase_argument(i)
+    kept_results = [i for i in range(len(ftype.results)) if i not in token_results]
+    if token_results:
+        ret = block.operations[len(block.operations) - 1]
+        with ret.location, ir.InsertionPoint(ret):
+            builders.op("func.return", [], [ret.operands[i] for i in kept_results])
+        ret.erase()
+    kept_args = [i for i in range(len(ftype.inputs)) if i not in token_args]
+    main.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [ftype.inputs[i] for i in kept_args], [ftype.results[i] for i in kept_results]))
+    if "arg_attrs" in main.attributes:
+        arg_attrs = ir.ArrayAttr(main.attributes["arg_attrs"])
+        new_index = {old: new for new, old in enumerate(kept_results)}
+        kept = []
+        for i in kept_args:
+            d = ir.DictAttr(arg_attrs[i])
+            if "tf.aliasing_output" in d:  # donation names an output index, which moved
+                entries = {n.name: n.attr for n in d}
+                entries["tf.aliasing_output"] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(32), new_index[ir.IntegerAttr(d["tf.aliasing_output"]).value])
+                d = ir.DictAttr.get(entries)
+            kept.append(d)
+        main.attributes["arg_attrs"] = ir.ArrayAttr.get(kept)
+    if "res_attrs" in main.attributes:
+        res_attrs = ir.ArrayAttr(main.attributes["res_attrs"])
+        main.attributes["res_attrs"] = ir.ArrayAttr.get([res_attrs[i] for i in kept_results])

@@ -1,0 +1,215 @@
+"""JAX programs with host callbacks, for tests/dumps/callbacks (issue 27).  Each is built
+around a `sink` (the debug callback's Python function) so that the generator can dump it
+and the test can run it with a sink that records what JAX hands the callback — the oracle
+for the values `run` reports.
+
+    PYTHONPATH=$PWD python -m tests.programs.callback_programs tests/dumps/callbacks
+
+writes NAME_jax010.hlo / NAME_jax012.hlo (by the running jax's version) on 4 CPU devices,
+source paths relative to the repository.  `hlo-roundtrip run` reports a callback in a
+loop as its last iteration's values, so the oracle keeps the last call of each site."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
+
+import numpy as np
+
+# Formats jax.debug.print is given (the test compares the text JAX prints with the same
+# format applied to the values `run` reports).
+LOOP_FMT = "step {i}: carry {c}"
+TOTAL_FMT = "total {t}"
+
+
+@dataclass(frozen=True)
+class CallbackProgram:
+    name: str
+    build: Callable  # build(sink) -> (function to jit, in_shardings or None)
+    inputs: Callable[[], list[np.ndarray]]
+    devices: int = 1
+
+
+def _loop(sink):
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):
+        jax.debug.print(TOTAL_FMT, t=jnp.sum(x))
+
+        def body(i, c):
+            jax.debug.print(LOOP_FMT, i=i, c=c)
+            return jnp.tanh(c @ w) + i.astype(c.dtype)
+
+        y = jax.lax.fori_loop(0, 3, body, x)
+        jax.debug.callback(sink, y, jnp.argmax(y, axis=-1))
+        return y * 2.0
+
+    return f, None
+
+
+def _scan_ordered(sink):
+    import jax
+    import jax.numpy as jnp
+
+    def f(xs, h0):
+        def step(h, x):
+            h = jnp.sin(h * x) + x
+            jax.debug.callback(sink, h, ordered=True)
+            return h, h.sum()
+
+        h, ys = jax.lax.scan(step, h0, xs)
+        jax.debug.print(TOTAL_FMT, t=ys, ordered=True)
+        return h, ys
+
+    return f, None
+
+
+def _shard_map(sink):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec as P
+
+    try:
+        from jax import shard_map
+    except ImportError:
+        from jax.experimental.shard_map import shard_map
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+
+    @partial(shard_map, mesh=mesh, in_specs=(P("d"),), out_specs=P("d"))
+    def per_device(x):
+        s = jnp.cumsum(x, axis=0) * jax.lax.axis_index("d").astype(x.dtype)
+        jax.debug.callback(sink, s)
+        return jax.lax.psum(s, "d")
+
+    return per_device, None
+
+
+def _jit_sharded(sink):
+    """A jit over 4 devices with a sharded input: XLA's SPMD partitioner gathers the
+    callbacks' operands and calls them in a conditional branch taken on device 0."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+
+    def f(x):
+        y = jnp.sin(x) * 2.0
+        jax.debug.print(TOTAL_FMT, t=y)
+        jax.debug.callback(sink, y.sum(axis=0))
+        return y
+
+    return f, (NamedSharding(mesh, P("d")),)
+
+
+def _pure_io(sink):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import io_callback
+
+    def f(x):
+        y = jax.pure_callback(pure_fn, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        z = io_callback(io_fn, jax.ShapeDtypeStruct(x.shape, x.dtype), y, ordered=True)
+        jax.debug.callback(sink, z)
+        return z + 1.0
+
+    return f, None
+
+
+def pure_fn(a):
+    """The pure_callback's function: written with jax.numpy, so that it is also the
+    plug-in that gives the dump's call its meaning."""
+    import jax.numpy as jnp
+
+    return jnp.sin(a) * 3.0
+
+
+def io_fn(a):
+    import jax.numpy as jnp
+
+    return jnp.cumsum(a, axis=-1) - a.max()
+
+
+def _partitioned(sink):
+    """debug.callback(partitioned=True) in a sharded jit: called on each device's shard
+    (`xla_ffi_partitioned_python_cpu_callback`), not gathered to device 0."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+
+    def f(x):
+        y = jnp.sin(x) * 2.0
+        jax.debug.callback(sink, y, partitioned=True)
+        return y
+
+    return f, (NamedSharding(mesh, P("d")),)
+
+
+def _buffer(sink):
+    """jax.experimental.buffer_callback: the callback writes its result buffers
+    (`xla_buffer_python_cpu_callback`); the dump holds the call only."""
+    import jax
+    from jax.experimental.buffer_callback import buffer_callback
+
+    def f(x):
+        return buffer_callback(sink, jax.ShapeDtypeStruct(x.shape, x.dtype))(x) + 1.0
+
+    return f, None
+
+
+def _rng(seed: int):
+    return np.random.default_rng(seed)
+
+
+PROGRAMS = [
+    CallbackProgram("debug_print_loop", _loop, lambda: [_rng(1).standard_normal((2, 3), np.float32),
+                                                        _rng(2).standard_normal((3, 3), np.float32)]),
+    CallbackProgram("debug_callback_scan_ordered", _scan_ordered,
+                    lambda: [_rng(3).standard_normal((5, 4), np.float32), _rng(4).standard_normal(4).astype(np.float32)]),
+    CallbackProgram("debug_callback_shard_map", _shard_map,
+                    lambda: [_rng(5).standard_normal((8, 3), np.float32)], devices=4),
+    CallbackProgram("debug_print_jit_sharded", _jit_sharded, lambda: [_rng(7).standard_normal((8, 3), np.float32)],
+                    devices=4),
+    CallbackProgram("debug_callback_partitioned", _partitioned,
+                    lambda: [_rng(8).standard_normal((8, 3), np.float32)], devices=4),
+    CallbackProgram("buffer_callback", _buffer, lambda: [_rng(9).standard_normal((2, 5), np.float32)]),
+    CallbackProgram("pure_io_callback", _pure_io, lambda: [_rng(6).standard_normal((3, 4), np.float32)]),
+]
+BY_NAME = {p.name: p for p in PROGRAMS}
+
+
+def jax_suffix() -> str:
+    import jax
+
+    return "jax012" if tuple(int(v) for v in jax.__version__.split(".")[:2]) >= (0, 12) else "jax010"
+
+
+def main(out: str) -> None:
+    import pathlib
+
+    import jax
+    import jaxlib._hlo as xla_hlo
+
+    jax.config.update("jax_num_cpu_devices", 4)
+    from tests.programs.generate import relativize_source_paths
+
+    folder = pathlib.Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for program in PROGRAMS:
+        fn, in_shardings = program.build(lambda *a: None)
+        compiled = jax.jit(fn, in_shardings=in_shardings).lower(*program.inputs()).compile()
+        options = xla_hlo.HloPrintOptions()
+        options.print_large_constants = True
+        text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
+        path = folder / f"{program.name}_{jax_suffix()}.hlo"
+        path.write_text(text)
+        print(f"{path}: {len(text)} bytes")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
