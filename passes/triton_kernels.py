@@ -78,11 +78,28 @@ def call_config(op: ir.Operation) -> dict:
     return out
 
 
+def mosaic_gpu_kernel_name(config: dict) -> str | None:
+    """The Pallas kernel's name in a Mosaic GPU call: Mosaic GPU names the module's entry
+    function `<kernel>_mosaic_gpu` (jax/experimental/mosaic/gpu/core.py), a string of the
+    bytecode's string section (NUL-terminated there).  None where it is not found."""
+    module = config.get("module")
+    if isinstance(module, str):
+        module = module.encode("utf-8")
+    if not isinstance(module, bytes):
+        return None
+    # `stable_mosaic_gpu` is the name of Mosaic GPU's dialect, also in the table.
+    names = [m.decode("ascii") for m in re.findall(rb"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)_mosaic_gpu\0", module)
+             if m != b"stable"]
+    return names[0] if len(set(names)) == 1 else None
+
+
 def mosaic_gpu_refusal(op: ir.Operation) -> str:
     target = rewrite.call_target(op)
-    return (f"a Pallas Mosaic GPU kernel ({target}): its body is a GPU module already lowered for the CUDA "
+    name = mosaic_gpu_kernel_name(call_config(op))
+    kernel = f"Pallas Mosaic GPU kernel {name}" if name else "Pallas Mosaic GPU kernel"
+    return (f"{kernel} ({target}): its body is a GPU module already lowered for the CUDA "
             "plug-in, which jaxlib alone cannot read or run, so it has no portable rewrite. Routes: register the "
-            "kernel's reference implementation as a custom-call plug-in (README: plug-ins), or re-dump the "
+            "kernel's reference implementation as a plug-in for this target (--custom-calls FILE.py, README), or re-dump the "
             "program with Pallas' Triton backend (compiler_params=plgpu.CompilerParams / "
             "jax.experimental.pallas.triton.CompilerParams; in jax 0.10 a plain pl.pallas_call lowers to Mosaic "
             "GPU unless JAX_PALLAS_USE_MOSAIC_GPU=0 or jax.config.update('jax_pallas_use_mosaic_gpu', False)), "

@@ -47,11 +47,14 @@ class TritonKernel:
 
 
 def new_context() -> ir.Context:
-    from jax._src.interpreters import mlir as jax_mlir
-    from jaxlib.mlir._mlir_libs import _triton_ext
+    """A context with the dialects a Triton module holds: the upstream ones jaxlib
+    registers for JAX (arith, scf, math, ...) and Triton's."""
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext, _triton_ext
 
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
     context = ir.Context()
-    context.append_dialect_registry(jax_mlir.upstream_dialects)
+    context.append_dialect_registry(registry)
     _triton_ext.register_dialect(context)
     context.load_all_available_dialects()
     return context
@@ -93,11 +96,12 @@ def _installed_jax() -> str:
 # parses, 3 with MLIR's message when it does not.
 _PARSE_CHILD = """
 import sys
-from jax._src.interpreters import mlir as jax_mlir
 from jaxlib.mlir import ir
-from jaxlib.mlir._mlir_libs import _triton_ext
+from jaxlib.mlir._mlir_libs import _jax_mlir_ext, _triton_ext
+registry = ir.DialectRegistry()
+_jax_mlir_ext.register_dialects(registry)
 context = ir.Context()
-context.append_dialect_registry(jax_mlir.upstream_dialects)
+context.append_dialect_registry(registry)
 _triton_ext.register_dialect(context)
 context.load_all_available_dialects()
 with context, ir.Location.unknown():

@@ -232,9 +232,10 @@ def _gather(buffer: ir.Value, indices: ir.Value) -> ir.Value:
                            slice_sizes=[1])
 
 
-def _scatter(buffer: ir.Value, indices: ir.Value, updates: ir.Value) -> ir.Value:
-    """Writes `updates` at `indices` (replacing; lanes aimed at the trash slot may collide
-    with each other, which changes nothing that is read)."""
+def _scatter(buffer: ir.Value, indices: ir.Value, updates: ir.Value, combine: str | None = None) -> ir.Value:
+    """Writes `updates` at `indices`: replacing, or combined with what is there by the
+    StableHLO op `combine` (lanes aimed at the trash slot may collide with each other,
+    which changes nothing that is read)."""
     shape = builders.shape_of(indices)
     dims = stablehlo.ScatterDimensionNumbers.get(
         update_window_dims=[], inserted_window_dims=[0], input_batching_dims=[], scatter_indices_batching_dims=[],
@@ -245,7 +246,9 @@ def _scatter(buffer: ir.Value, indices: ir.Value, updates: ir.Value) -> ir.Value
     scalar = ir.RankedTensorType.get([], builders.element_type_of(buffer))
     block = scatter.regions[0].blocks.append(scalar, scalar)
     with ir.InsertionPoint(block):
-        builders.op("stablehlo.return", [], [block.arguments[1]])
+        new = block.arguments[1] if combine is None else builders.binary(combine, block.arguments[0],
+                                                                           block.arguments[1])
+        builders.op("stablehlo.return", [], [new])
     return scatter.results[0]
 
 
@@ -277,6 +280,65 @@ def _store(t: Translator, op: ir.Operation) -> None:
         raise KernelError(f"a store of {builders.element_type_of(value)} to a buffer of "
                           f"{builders.element_type_of(buffer)}")
     t.buffers[p.buffer] = _scatter(buffer, _flat_indices(t, p, mask), value)
+
+
+# ------------------------------------------------------------------ atomics
+# Triton's RMWOp enum (jaxlib/triton/_triton_enum_gen.py) → the StableHLO op combining the
+# stored value with the operand; "unsigned" ones compare as unsigned integers.
+RMW_OPS = {1: "and", 2: "or", 3: "xor", 4: "add", 5: "add", 6: "maximum", 7: "minimum", 8: "umaximum",
+           9: "uminimum", 10: None}
+
+
+def _has_uses(v: ir.Value) -> bool:
+    return any(True for _ in v.uses)
+
+
+def _unsigned_view(x: ir.Value) -> ir.Value:
+    width = ir.IntegerType(builders.element_type_of(x)).width
+    return builders.op1("stablehlo.bitcast_convert",
+                        builders.tensor_type_like(x, element=ir.IntegerType.get_unsigned(width)), [x])
+
+
+@rule("tt.atomic_rmw")
+def _atomic_rmw(t: Translator, op: ir.Operation) -> None:
+    """Read-modify-write of every unmasked lane, programs in grid order.  Within one op,
+    lanes that address the same element all apply (a scatter with the op as combiner).
+    The old values the op returns are refused where they are used: with repeated
+    addresses the GPU returns each lane a different intermediate value."""
+    kind = int(ir.IntegerAttr(op.attributes["atomic_rmw_op"]).value)
+    if kind not in RMW_OPS:
+        raise KernelError(f"tt.atomic_rmw operation {kind} is not supported")
+    if _has_uses(op.results[0]):
+        raise KernelError("tt.atomic_rmw whose returned old values are used is not supported yet")
+    p = t.ptr(op.operands[0])
+    value = t.value(op.operands[1])
+    mask = t.value(op.operands[2]) if len(op.operands) > 2 else None
+    buffer = t.buffers[p.buffer]
+    indices = _flat_indices(t, p, mask)
+    combine = RMW_OPS[kind]
+    if combine is not None and combine.startswith("u"):
+        buffer = _scatter(_unsigned_view(buffer), indices, _unsigned_view(value), combine[1:])
+        buffer = builders.op1("stablehlo.bitcast_convert", t.buffers[p.buffer].type, [buffer])
+    else:
+        buffer = _scatter(buffer, indices, value, combine)
+    t.buffers[p.buffer] = buffer
+    t.set(op.results[0], None)
+
+
+@rule("tt.atomic_cas")
+def _atomic_cas(t: Translator, op: ir.Operation) -> None:
+    """Compare-and-swap of one element (a scalar pointer, as locks use it): returns the
+    old value and stores `val` where it equals `cmp`."""
+    p = t.ptr(op.operands[0])
+    if builders.shape_of(p.offsets):
+        raise KernelError("tt.atomic_cas on a tensor of pointers is not supported yet")
+    cmp, val = t.value(op.operands[1]), t.value(op.operands[2])
+    buffer = t.buffers[p.buffer]
+    indices = _flat_indices(t, p, None)
+    old = _gather(buffer, indices)
+    new = builders.select(builders.compare(old, cmp, "EQ"), val, old)
+    t.buffers[p.buffer] = _scatter(buffer, indices, new)
+    t.set(op.results[0], old)
 
 
 # ------------------------------------------------------------------ tt.dot

@@ -149,6 +149,145 @@ def aliased(interpret):
                          input_output_aliases={1: 0}))
 
 
+def masked_other(interpret):
+    """Explicit masked loads with `other` and a masked store (pltriton.load / store)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as pltriton
+
+    def kernel(x_ref, o_ref):
+        idx = pl.program_id(0) * 32 + jnp.arange(32)
+        x = pltriton.load(x_ref.at[pl.ds(pl.program_id(0) * 32, 32)], mask=idx % 3 != 0, other=-5.0)
+        pltriton.store(o_ref.at[pl.ds(pl.program_id(0) * 32, 32)], x * 2.0, mask=idx < 50)
+
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((64,), np.float32), interpret, grid=(2,),
+                         input_output_aliases={}))
+
+
+def strided(interpret):
+    """Strided block reads (pl.ds with a stride) and a transposed store."""
+    import jax
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        even = x_ref[pl.ds(0, 8, stride=2), :]
+        o_ref[...] = even.T + 1.0
+
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((32, 8), np.float32), interpret))
+
+
+def mixed_dtypes(interpret):
+    """f16 and bf16 inputs, a bf16 output."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = (x_ref[...].astype(jnp.float32) * y_ref[...].astype(jnp.float32) + 0.5).astype(jnp.bfloat16)
+
+    spec = pl.BlockSpec((64,), lambda i: (i,))
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((128,), jnp.bfloat16), interpret, grid=(2,),
+                         in_specs=[spec, spec], out_specs=spec))
+
+
+def _mixed_inputs(rng):
+    import ml_dtypes
+
+    return [rng.standard_normal(128).astype(np.float16), rng.standard_normal(128).astype(ml_dtypes.bfloat16)]
+
+
+def int_ops(interpret):
+    """Integer arithmetic: signed division and remainder, shifts, comparisons, where."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        q = jax.lax.div(x, 7) + jax.lax.rem(x, 5) + (x >> 2) + (x << 1) + (x & 12) + (x ^ 5)
+        o_ref[...] = jnp.where(x > 3, q, jnp.maximum(-x, jnp.minimum(x, 2)))
+
+    spec = pl.BlockSpec((32,), lambda i: (i,))
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((64,), np.int32), interpret, grid=(2,),
+                         in_specs=[spec], out_specs=spec))
+
+
+def cond_while(interpret):
+    """lax.cond on the program id (scf.if) and a lax.while_loop (scf.while)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        pid = pl.program_id(0)  # read outside the loop's regions (Pallas' interpreter asks so)
+        y = jax.lax.cond(pid % 2 == 0, lambda v: v * 2.0, lambda v: v - 1.0, x)
+
+        def body(carry):
+            i, v = carry
+            return i + 1, v * 0.5 + jnp.float32(1.0)
+
+        _, z = jax.lax.while_loop(lambda c: c[0] < pid + 2, body, (0, y))
+        o_ref[...] = z
+
+    spec = pl.BlockSpec((16,), lambda i: (i,))
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((64,), np.float32), interpret, grid=(4,),
+                         in_specs=[spec], out_specs=spec))
+
+
+def reductions(interpret):
+    """Reductions over each axis (sum, max, min, argmax) and to a scalar."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, rows_ref, cols_ref, arg_ref, total_ref):
+        x = x_ref[...]
+        rows_ref[...] = jnp.sum(x, axis=1) + jnp.min(x, axis=1)
+        cols_ref[...] = jnp.max(x, axis=0)
+        arg_ref[...] = jnp.argmax(x, axis=1).astype(jnp.int32)
+        total_ref[...] = jnp.full((2,), jnp.sum(x))
+
+    out = [jax.ShapeDtypeStruct((16,), np.float32), jax.ShapeDtypeStruct((32,), np.float32),
+           jax.ShapeDtypeStruct((16,), np.int32), jax.ShapeDtypeStruct((2,), np.float32)]
+    return jax.jit(_call(kernel, out, interpret))
+
+
+def math_zoo(interpret):
+    """Elementwise math Pallas lowers to libdevice calls (tt.extern_elementwise) and
+    arith/math ops."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        a = jnp.abs(x) + 0.5
+        o_ref[0, :] = jnp.tanh(x) + jnp.log(a) + jnp.sqrt(a) + jax.lax.rsqrt(a)
+        o_ref[1, :] = jnp.exp2(x) + jnp.log1p(a) + jnp.expm1(x) + jnp.sin(x) * jnp.cos(x)
+        o_ref[2, :] = jnp.floor(x * 3) + jnp.ceil(x * 3) + jnp.clip(x, -0.5, 0.5) + jax.nn.sigmoid(x)
+        o_ref[3, :] = jnp.power(a, 1.5) + jnp.arctan2(x, a) + x ** 3
+
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((4, 64), np.float32), interpret))
+
+
+def atomic_add(interpret):
+    """Every program adds its block into one shared accumulator (tt.atomic_rmw)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import triton as pltriton
+
+    def kernel(x_ref, acc_ref, o_ref):
+        del acc_ref
+        pltriton.atomic_add(o_ref, pl.ds(0, 16), x_ref[...])
+
+    return jax.jit(_call(kernel, jax.ShapeDtypeStruct((16,), np.float32), interpret, grid=(4,),
+                         in_specs=[pl.BlockSpec((16,), lambda i: (i,)), pl.BlockSpec((16,), lambda i: (0,))],
+                         out_specs=pl.BlockSpec((16,), lambda i: (0,)), input_output_aliases={1: 0}))
+
+
 # ------------------------------------------------------------------ jax.experimental.pallas.ops.gpu
 def layer_norm(interpret):
     import jax
@@ -211,6 +350,14 @@ CASES = [
     Case("cumsum", cumsum, _f32((8, 32))),
     Case("grid2d", grid2d, _f32((32, 64))),
     Case("aliased", aliased, _f32(128, 128)),
+    Case("masked_other", masked_other, _f32(64)),
+    Case("strided", strided, _f32((16, 32))),
+    Case("mixed_dtypes", mixed_dtypes, _mixed_inputs),
+    Case("int_ops", int_ops, lambda rng: [rng.integers(-100, 100, 64).astype(np.int32)]),
+    Case("cond_while", cond_while, _f32(64)),
+    Case("reductions", reductions, _f32((16, 32))),
+    Case("math_zoo", math_zoo, _f32(64)),
+    Case("atomic_add", atomic_add, _f32(64, 16)),
     Case("layer_norm", layer_norm, _f32((2, 4, 64), 64, 64)),
     Case("rms_norm", rms_norm, _f32((2, 4, 64), 64, 64)),
     Case("softmax", softmax_op, _f32((8, 64))),
