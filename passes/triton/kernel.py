@@ -139,10 +139,10 @@ def _unreadable(data: bytes, why: str) -> str:
     if producer == mine:
         return f"the kernel body does not parse as Triton IR: {why}"
     writer = PRODUCERS.get(producer)
-    wrote = f"{writer} (its jaxlib's MLIR is {producer})" if writer else f"a jaxlib whose MLIR is {producer}"
+    wrote = f"{writer} (bytecode from {producer})" if writer else f"a jaxlib whose bytecode comes from {producer}"
     route = (f"convert this dump with {writer} installed (pip install 'jax=={writer.split()[1]}', "
              f"{_PYTHON_FOR[writer]})" if writer else "convert this dump with the jax that wrote it installed")
-    return (f"the kernel's Triton IR was written by {wrote}, and this {_installed_jax()} (MLIR {mine}) cannot "
+    return (f"the kernel's Triton IR was written by {wrote}, and this {_installed_jax()} (bytecode from {mine}) cannot "
             f"read it: Triton bytecode is not stable across jaxlib versions ({why}); {route}, or re-dump the "
             f"program with {_installed_jax()}")
 
@@ -174,3 +174,23 @@ def read_kernel(config: dict) -> TritonKernel:
         if len(public) != 1:
             raise KernelError(f"expected one public tt.func in the kernel {name}, found {len(public)}")
         return TritonKernel(name=name, grid=grid, func=public[0], context=context, module=module)  # type: ignore[arg-type]
+
+
+def describe_kernel(config: dict) -> dict:
+    """What `inspect` shows of a Triton call: the kernel's name, grid and the ops it uses
+    (`ops`), or why its body cannot be read (`unreadable`)."""
+    name = config.get("name") if isinstance(config.get("name"), str) else "?"
+    grid = "x".join(str(config.get(f"grid_{a}", 1)) for a in "xyz")
+    try:
+        kernel = read_kernel(config)
+    except KernelError as e:
+        return {"name": name, "grid": grid, "unreadable": str(e)}
+    names: set[str] = set()
+
+    def visit(o: ir.Operation) -> ir.WalkResult:
+        names.add(o.name)
+        return ir.WalkResult.ADVANCE
+
+    kernel.func.walk(visit)
+    names -= {"tt.func", "tt.return"}
+    return {"name": name, "grid": grid, "ops": sorted(names)}

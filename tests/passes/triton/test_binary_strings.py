@@ -25,7 +25,7 @@ def _mlir_printed(data: bytes) -> str:
         return str(ir.StringAttr.get(data))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.binary(max_size=24))
 def test_any_bytes_printed_by_mlir_come_back_exactly(data):
     printed = _mlir_printed(data)
@@ -46,7 +46,7 @@ def _is_utf8(data: bytes) -> bool:
 _PIECES = [r"\0A", r"\EF", r"\e9", r"\n", r"\t", r"\"", r"\\", r"\q", r"\x41", r"\4", "a", "é", r"\00"]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join))
 def test_escapes_are_read_and_refused_as_mlir_s_lexer_does(escaped):
     from jax._src.lib.mlir import ir

@@ -34,7 +34,7 @@ REORDERED = {"cumsum", "reductions", "softmax_rows", "softmax", "layer_norm", "r
 # Each kernel costs ~2-3 s here (the while loop's XLA compile, the bytecode check in a
 # child process): the default run keeps one kernel per op family, the slow run has all.
 SLOW = {"add", "matmul_f32", "matmul_bf16", "softmax_rows", "mixed_dtypes", "layer_norm", "mha_causal",
-        "reductions", "rms_norm", "math_zoo", "mosaic_gpu_default"}
+        "reductions", "rms_norm", "math_zoo", "mosaic_gpu_default", "strided", "int_ops"}
 TF32 = {"matmul_tf32", "mha_causal"}
 
 
