@@ -597,3 +597,15 @@ def _assert(t: Translator, op: ir.Operation) -> None:
 def _bitcast(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
     t.set(op.results[0], builders.op1("stablehlo.bitcast_convert", tensor_type(op.results[0].type), [x]))
+
+
+@rule("arith.constant")
+def _constant(t: Translator, op: ir.Operation) -> None:
+    """A boolean constant (`true`, a BoolAttr, which Pallas writes for masks), else the
+    Mosaic translator's rule (integers, floats, dense elements)."""
+    value = op.attributes["value"]
+    if isinstance(value, ir.BoolAttr):
+        t.set(op.results[0], builders.scalar_constant(bool(ir.BoolAttr(value).value), ir.IntegerType.get_signless(1),
+                                                      shape_of_type(op.results[0].type)))
+        return
+    mosaic.RULES["arith.constant"](t, op)

@@ -323,6 +323,81 @@ def mha_causal(interpret):
     return jax.jit(fn)
 
 
+def layer_norm_grad(interpret):
+    """layer_norm's forward and Triton backward kernels (dx; dw and db accumulated)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import layer_norm as ln
+
+    def loss(x, w, b):
+        out = ln.layer_norm(x, w, b, num_warps=4, num_stages=1, interpret=interpret)
+        return jnp.sum(out * jnp.cos(out))
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def rms_norm_grad(interpret):
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import rms_norm as rn
+
+    def loss(x, w, b):
+        out = rn.rms_norm(x, w, b, num_warps=4, num_stages=1, interpret=interpret)
+        return jnp.sum(out * jnp.cos(out))
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def mha_causal_grad(interpret):
+    """Flash attention's Triton backward kernels (dq, dk, dv), causal."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention
+
+    sizes = attention.BlockSizes(block_q=16, block_k=16, block_q_dkv=16, block_kv_dkv=16, block_q_dq=16,
+                                 block_kv_dq=16)
+
+    def loss(q, k, v):
+        out = attention.mha(q, k, v, None, sm_scale=0.25, causal=True, block_sizes=sizes,
+                            backward_pass_impl="triton", num_warps=4, num_stages=1, interpret=interpret)
+        return jnp.sum(out * jnp.cos(out))
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def decode_mqa(interpret):
+    """Decode attention (multi-query) with per-example KV lengths, split over k."""
+    import jax
+    from jax.experimental.pallas.ops.gpu import decode_attention
+
+    def fn(q, k, v, lengths):
+        return decode_attention.mqa(q, k, v, kv_seq_len=lengths, block_h=16, block_k=16, k_splits=2,
+                                    num_warps=4, num_stages=1, interpret=interpret)
+
+    return jax.jit(fn)
+
+
+def paged_attention(interpret):
+    import jax
+    from jax.experimental.pallas.ops.gpu import paged_attention as pa
+
+    def fn(q, k_pages, v_pages, block_tables, lengths):
+        return pa.paged_attention(q, k_pages, v_pages, block_tables, lengths, block_h=16,
+                                  pages_per_compute_block=2, k_splits=2, num_warps=4, num_stages=1,
+                                  interpret=interpret)
+
+    return jax.jit(fn)
+
+
+def _paged_inputs(rng):
+    # batch 2, 16 query heads, 2 KV heads, head_dim 16, 8 pages of 4 tokens, 4 pages each
+    q = rng.standard_normal((2, 16, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 8, 4, 16)).astype(np.float32)
+    v = rng.standard_normal((2, 8, 4, 16)).astype(np.float32)
+    tables = rng.permutation(8).reshape(2, 4).astype(np.int32)
+    return [q, k, v, tables, np.array([13, 7], np.int32)]
+
+
 def plain_default_backend(interpret):
     """A plain pallas_call with no compiler parameters: the jax's default GPU backend
     (Mosaic GPU in jax 0.10, unless JAX_PALLAS_USE_MOSAIC_GPU=0)."""
@@ -362,6 +437,14 @@ CASES = [
     Case("rms_norm", rms_norm, _f32((2, 4, 64), 64, 64)),
     Case("softmax", softmax_op, _f32((8, 64))),
     Case("mha_causal", mha_causal, _f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
+    Case("layer_norm_grad", layer_norm_grad, _f32((2, 4, 64), 64, 64)),
+    Case("rms_norm_grad", rms_norm_grad, _f32((2, 4, 64), 64, 64)),
+    Case("mha_causal_grad", mha_causal_grad, _f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
+    Case("decode_mqa", decode_mqa, lambda rng: [rng.standard_normal((2, 16, 16)).astype(np.float32),
+                                                rng.standard_normal((2, 64, 16)).astype(np.float32),
+                                                rng.standard_normal((2, 64, 16)).astype(np.float32),
+                                                np.array([50, 17], np.int32)]),
+    Case("paged_attention", paged_attention, _paged_inputs),
     Case("mosaic_gpu_default", plain_default_backend, _f32(128), triton=False),
 ]
 BY_NAME = {c.name: c for c in CASES}
