@@ -28,7 +28,7 @@ from jaxlib.mlir import ir
 from passes.mosaic.kernel import KernelError
 
 # The MLIR producer string each jax release's jaxlib writes in bytecode headers (measured
-# on the kernels of tests/dumps/gpu_pallas_jax010 and gpu_pallas_jax012).
+# on the kernels of tests/passes/triton/dumps/jax010 and jax012).
 PRODUCERS = {"MLIR23.0.0git": "jax 0.10.2", "MLIR24.0.0git": "jax 0.12.0.1"}
 _PYTHON_FOR = {"jax 0.10.2": "Python 3.11", "jax 0.12.0.1": "Python 3.12"}
 

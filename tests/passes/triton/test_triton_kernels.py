@@ -1,5 +1,5 @@
-"""triton-kernels: deviceless H100 dumps of Pallas GPU kernels (tests/dumps/gpu_pallas_jax010
-and gpu_pallas_jax012, made by tests/passes/triton/generate.py with jax[cuda12] 0.10.2 and
+"""triton-kernels: deviceless H100 dumps of Pallas GPU kernels (tests/passes/triton/dumps/jax010
+and jax012, made by tests/passes/triton/generate.py with jax[cuda12] 0.10.2 and
 0.12.0.1) converted, run on CPU, and compared with the same pallas_call run by Pallas'
 interpreter on CPU by the jax that made the dump (the .npz beside each dump).
 
@@ -22,9 +22,9 @@ from converter.runtime.program import program_from_module
 from passes.triton.kernel import PRODUCERS, bytecode_producer, installed_producer
 from tests.passes.triton.generate import load_npz
 
-DUMPS = pathlib.Path(__file__).resolve().parents[2] / "dumps"
-FOLDERS = ["gpu_pallas_jax010", "gpu_pallas_jax012"]
-MOSAIC_GPU = {("gpu_pallas_jax010", "mosaic_gpu_default")}  # jax 0.10's default GPU backend
+DUMPS = pathlib.Path(__file__).resolve().parent / "dumps"
+FOLDERS = ["jax010", "jax012"]
+MOSAIC_GPU = {("jax010", "mosaic_gpu_default")}  # jax 0.10's default GPU backend
 
 # Kernels that sum in another order than the interpreter (a pairwise tree for tt.reduce,
 # log-step scans, XLA's dot): f32 rounding of sums of ≤ 512 terms, a few ulps of the
