@@ -364,7 +364,7 @@ def _round_to_bf16(x: ir.Value) -> ir.Value:
     return builders.convert(builders.convert(x, ir.BF16Type.get()), builders.element_type_of(x))
 
 
-def _split(x: ir.Value, rounding: Callable[[ir.Value], ir.Value], parts: int) -> list[ir.Value]:
+def _split_parts(x: ir.Value, rounding: Callable[[ir.Value], ir.Value], parts: int) -> list[ir.Value]:
     """x as a sum of `parts` values each exact in the narrow type (hi, then the rest)."""
     out = []
     for _ in range(parts - 1):
@@ -410,7 +410,7 @@ def _dot(t: Translator, op: ir.Operation) -> None:
     elif precision in ("tf32x3", "bf16x3", "bf16x6"):
         rounding = _round_to_tf32 if precision.startswith("tf32") else _round_to_bf16
         parts = 3 if precision == "bf16x6" else 2
-        sa, sb = _split(a, rounding, parts), _split(b, rounding, parts)
+        sa, sb = _split_parts(a, rounding, parts), _split_parts(b, rounding, parts)
         pairs = sorted(((i, j) for i in range(parts) for j in range(parts) if i + j < parts),
                        key=lambda ij: -sum(ij))  # the small products first
         d = None
@@ -577,7 +577,7 @@ def _join(t: Translator, op: ir.Operation) -> None:
 
 
 @rule("tt.split")
-def _split(t: Translator, op: ir.Operation) -> None:
+def _split_op(t: Translator, op: ir.Operation) -> None:
     x = t.value(op.operands[0])
     shape = builders.shape_of(x)
     for k, r in enumerate(op.results):

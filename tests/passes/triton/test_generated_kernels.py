@@ -86,7 +86,7 @@ def _build(rank, blocks, shape, grid, reverse, body, extra_axis, interpret):
                           compiler_params=None if interpret else pltriton.CompilerParams(num_warps=4, num_stages=1))
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kernels())
 def test_generated_kernel_matches_interpret_mode(params):
     import jax

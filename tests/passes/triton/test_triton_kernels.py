@@ -35,7 +35,7 @@ REORDERED = {"cumsum", "reductions", "softmax_rows", "softmax", "layer_norm", "r
 # child process): the default run keeps one kernel per op family, the slow run has all.
 SLOW = {"add", "matmul_f32", "matmul_bf16", "softmax_rows", "mixed_dtypes", "layer_norm", "mha_causal",
         "reductions", "rms_norm", "math_zoo", "mosaic_gpu_default", "strided", "int_ops", "layer_norm_grad",
-        "rms_norm_grad", "mha_causal_grad", "decode_mqa", "paged_attention"}
+        "rms_norm_grad", "mha_causal_grad", "decode_mqa", "paged_attention", "grid2d", "cumsum", "atomic_add"}
 TF32 = {"matmul_tf32", "mha_causal"}
 # Attention kernels whose dots (default precision: TF32) chain through a softmax (decode,
 # paged) or through the backward pass (dq, dk, dv: up to four dots deep).  Each TF32 dot
