@@ -47,7 +47,7 @@ def lower_triton_kernels(module: ir.Module, options: PassOptions) -> None:
             with rewrite.at(op):
                 values = lower_call(op, kernel)
         except KernelError as e:
-            label = f"Triton kernel {name}: " if name else ""
+            label = f"Triton kernel '{name}': " if name else ""
             where = ""
             if e.op is not None and e.op.name not in ("tt.func", "builtin.module"):
                 where = "" if e.op.name in str(e) else f" (Triton op {e.op.name})"
@@ -96,7 +96,7 @@ def mosaic_gpu_kernel_name(config: dict) -> str | None:
 def mosaic_gpu_refusal(op: ir.Operation) -> str:
     target = rewrite.call_target(op)
     name = mosaic_gpu_kernel_name(call_config(op))
-    kernel = f"Pallas Mosaic GPU kernel {name}" if name else "Pallas Mosaic GPU kernel"
+    kernel = f"Pallas Mosaic GPU kernel '{name}'" if name else "Pallas Mosaic GPU kernel"
     return (f"{kernel} ({target}): its body is a GPU module already lowered for the CUDA "
             "plug-in, which jaxlib alone cannot read or run, so it has no portable rewrite. Routes: register the "
             "kernel's reference implementation as a plug-in for this target (--custom-calls FILE.py, README), or re-dump the "

@@ -148,7 +148,7 @@ def test_mosaic_gpu_kernels_are_refused_with_routes(folder: str, name: str):
         convert_text(text, f"{name}.hlo")
     message = str(e.value)
     assert re.match(rf"{name}\.hlo:\d+:\d+: error: %pallas_call", message)
-    assert "Pallas Mosaic GPU kernel kernel (mosaic_gpu_v2)" in message
+    assert "Pallas Mosaic GPU kernel 'kernel' (mosaic_gpu_v2)" in message
     assert "JAX_PALLAS_USE_MOSAIC_GPU=0" in message and "--custom-calls" in message
 
 
@@ -185,7 +185,7 @@ def test_an_op_without_a_rule_is_located():
         convert_text(edited, "ragged.hlo")
     message = str(e.value)
     assert re.match(r"ragged\.hlo:\d+:\d+: error: %pallas_call", message)
-    assert "Triton kernel kernel: tt.extern_elementwise __nv_j0f (libdevice) has no StableHLO equivalent" in message
+    assert "Triton kernel 'kernel': tt.extern_elementwise __nv_j0f (libdevice) has no StableHLO equivalent" in message
     assert "at tests/passes/triton/kernels.py:" in message
 
 
@@ -196,4 +196,20 @@ def test_a_corrupt_kernel_body_is_an_error_not_a_crash():
     assert broken != text
     with pytest.raises(ConverterError) as e:
         convert_text(broken, "ragged.hlo")
-    assert "Triton kernel kernel: the kernel body" in str(e.value)
+    assert "Triton kernel 'kernel': the kernel body" in str(e.value)
+
+
+def test_inspect_lists_each_kernel_with_its_grid_and_ops():
+    from converter.hlo.parser import parse_hlo
+    from converter.tools.inspect import format_summary, summarize
+
+    for folder in FOLDERS:
+        text = (DUMPS / folder / "softmax.hlo").read_text()
+        summary = summarize(parse_hlo(text, "softmax.hlo"))
+        [kernel] = summary["triton_kernels"]
+        assert kernel["name"] == "_vmappable_softmax_kernel" and kernel["grid"] == "8x1x1"
+        if _readable(folder, "softmax"):
+            assert {"tt.reduce", "tt.load", "tt.store", "tt.extern_elementwise"} <= set(kernel["ops"])
+        else:
+            assert "not stable across jaxlib versions" in kernel["unreadable"]
+        assert "_vmappable_softmax_kernel  8x1x1" in format_summary(summary)
