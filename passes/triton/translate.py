@@ -303,18 +303,24 @@ def _unsigned_view(x: ir.Value) -> ir.Value:
 def _atomic_rmw(t: Translator, op: ir.Operation) -> None:
     """Read-modify-write of every unmasked lane, programs in grid order.  Within one op,
     lanes that address the same element all apply (a scatter with the op as combiner).
-    The old values the op returns are refused where they are used: with repeated
-    addresses the GPU returns each lane a different intermediate value."""
+    The old values a tensor op returns are refused where they are used (with repeated
+    addresses the GPU returns each lane a different intermediate value); a scalar op's
+    old value is the element before it."""
     kind = int(ir.IntegerAttr(op.attributes["atomic_rmw_op"]).value)
     if kind not in RMW_OPS:
         raise KernelError(f"tt.atomic_rmw operation {kind} is not supported")
-    if _has_uses(op.results[0]):
-        raise KernelError("tt.atomic_rmw whose returned old values are used is not supported yet")
     p = t.ptr(op.operands[0])
+    scalar = not builders.shape_of(p.offsets)
+    if _has_uses(op.results[0]) and not scalar:
+        raise KernelError("tt.atomic_rmw on a tensor of pointers whose returned old values are used is not "
+                          "supported yet")
     value = t.value(op.operands[1])
     mask = t.value(op.operands[2]) if len(op.operands) > 2 else None
     buffer = t.buffers[p.buffer]
     indices = _flat_indices(t, p, mask)
+    # One element (a scalar pointer): the old value is what is there before the op (a
+    # masked-off op reads the trash slot, whatever its value: the GPU returns no value).
+    old = _gather(buffer, indices) if scalar else None
     combine = RMW_OPS[kind]
     if combine is not None and combine.startswith("u"):
         buffer = _scatter(_unsigned_view(buffer), indices, _unsigned_view(value), combine[1:])
@@ -322,7 +328,7 @@ def _atomic_rmw(t: Translator, op: ir.Operation) -> None:
     else:
         buffer = _scatter(buffer, indices, value, combine)
     t.buffers[p.buffer] = buffer
-    t.set(op.results[0], None)
+    t.set(op.results[0], old)
 
 
 @rule("tt.atomic_cas")

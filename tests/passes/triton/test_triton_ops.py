@@ -7,6 +7,7 @@ converted, run on CPU and compared with NumPy."""
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -139,9 +140,10 @@ module {{
     %old = tt.atomic_cas acq_rel, gpu, %o_cnt, %pid, %pid : (!tt.ptr<i32>, i32, i32) -> i32
     %one = arith.constant 1 : i32
     %next = arith.addi %pid, %one : i32
-    %unused = tt.atomic_rmw add, acq_rel, gpu, %o_cnt, %one : (!tt.ptr<i32>, i32) -> i32
+    %before = tt.atomic_rmw add, acq_rel, gpu, %o_cnt, %one : (!tt.ptr<i32>, i32) -> i32
     %ps = tt.addptr %seen, %pid : !tt.ptr<i32>, i32
-    tt.store %ps, %old : !tt.ptr<i32>
+    %both = arith.addi %old, %before : i32
+    tt.store %ps, %both : !tt.ptr<i32>
     %big = arith.constant dense<-1> : tensor<8xi32>
     %pv = tt.splat %pid : i32 -> tensor<8xi32>
     %v = arith.muli %pv, %r : tensor<8xi32>
@@ -157,8 +159,8 @@ module {{
     cnt, out, seen = _run(ir, [counter, acc], [((1,), np.int32), ((8,), np.int32), ((4,), np.int32)],
                           grid=(4, 1, 1), aliases={0: 0, 1: 1})
     # Program p finds the counter at p (each earlier program's cas matched and its add
-    # counted), so cas writes p back and the add makes it p + 1.
-    np.testing.assert_array_equal(seen, [0, 1, 2, 3])
+    # counted), so cas returns p and writes p back, and the add returns p and makes it p + 1.
+    np.testing.assert_array_equal(seen, [0, 2, 4, 6])
     assert int(cnt[0]) == 4
     # Unsigned max: program 3's -1 is 0xffffffff, the largest.
     np.testing.assert_array_equal(out, np.full(8, -1, np.int32))
@@ -196,3 +198,21 @@ module {{
     # and coarser than exact f32 for bf16x3 (it is an emulation, not ieee)
     if precision == "bf16x3":
         assert np.abs(got - exact).max() > 2.0 ** -24 * scale.max()
+
+
+def test_tensor_atomics_whose_old_values_are_used_are_refused():
+    from converter.common.errors import ConverterError
+
+    ir = f"""
+module {{
+  tt.func public @k(%a: !tt.ptr<f32>, %o: !tt.ptr<f32>, %old: !tt.ptr<f32>) {{{RANGE8}{_ptrs("po", "%o")}{_ptrs("pold", "%old")}
+    %v = arith.constant dense<1.000000e+00> : tensor<8xf32>
+    %prev = tt.atomic_rmw fadd, acq_rel, gpu, %po, %v : (tensor<8x!tt.ptr<f32>>, tensor<8xf32>) -> tensor<8xf32>
+    tt.store %pold, %prev : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    with pytest.raises(ConverterError) as e:
+        _run(ir, [np.zeros(8, np.float32)], [((8,), np.float32), ((8,), np.float32)], aliases={0: 0})
+    assert re.search(r"ops\.hlo:\d+:\d+: error: .*Triton kernel 'k': tt\.atomic_rmw on a tensor of pointers whose "
+                     r"returned old values are used is not supported yet", str(e.value))
