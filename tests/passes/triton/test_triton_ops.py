@@ -216,3 +216,53 @@ module {{
         _run(ir, [np.zeros(8, np.float32)], [((8,), np.float32), ((8,), np.float32)], aliases={0: 0})
     assert re.search(r"ops\.hlo:\d+:\d+: error: .*Triton kernel 'k': tt\.atomic_rmw on a tensor of pointers whose "
                      r"returned old values are used is not supported yet", str(e.value))
+
+
+def test_pointers_through_loops_branches_and_selects():
+    """Hand-written Triton style: a pointer advanced in an scf.for, chosen by an scf.if
+    and an arith.select (Pallas itself indexes with offsets instead)."""
+    x = np.arange(32, dtype=np.float32) * 0.5 - 3.0
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("p0", "%x")}
+    %zero = arith.constant dense<0.000000e+00> : tensor<8xf32>
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32
+    %step = arith.constant dense<8> : tensor<8xi32>
+    %res:2 = scf.for %i = %c0 to %c4 step %c1 iter_args(%a = %zero, %p = %p0) -> (tensor<8xf32>, tensor<8x!tt.ptr<f32>>) : i32 {{
+      %v = tt.load %p : tensor<8x!tt.ptr<f32>>
+      %a2 = arith.addf %a, %v : tensor<8xf32>
+      %p2 = tt.addptr %p, %step : tensor<8x!tt.ptr<f32>>, tensor<8xi32>
+      scf.yield %a2, %p2 : tensor<8xf32>, tensor<8x!tt.ptr<f32>>
+    }}
+    %pid = tt.get_program_id x : i32
+    %is0 = arith.cmpi eq, %pid, %c0 : i32
+    %q = scf.if %is0 -> (tensor<8x!tt.ptr<f32>>) {{
+      scf.yield %p0 : tensor<8x!tt.ptr<f32>>
+    }} else {{
+      %pb = tt.addptr %p0, %step : tensor<8x!tt.ptr<f32>>, tensor<8xi32>
+      scf.yield %pb : tensor<8x!tt.ptr<f32>>
+    }}
+    %w = tt.load %q : tensor<8x!tt.ptr<f32>>
+    %sel = arith.select %is0, %q, %p0 : tensor<8x!tt.ptr<f32>>
+    %u = tt.load %sel : tensor<8x!tt.ptr<f32>>
+    %ten = arith.constant dense<1.000000e+01> : tensor<8xf32>
+    %hundred = arith.constant dense<1.000000e+02> : tensor<8xf32>
+    %w10 = arith.mulf %w, %ten : tensor<8xf32>
+    %u100 = arith.mulf %u, %hundred : tensor<8xf32>
+    %s1 = arith.addf %res#0, %w10 : tensor<8xf32>
+    %s2 = arith.addf %s1, %u100 : tensor<8xf32>
+    %c8 = arith.constant 8 : i32
+    %base = arith.muli %pid, %c8 : i32
+    %bs = tt.splat %base : i32 -> tensor<8xi32>
+    %off = arith.addi %r, %bs : tensor<8xi32>{_ptrs("po", "%o", offsets="%off")}
+    tt.store %po, %s2 : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [x], [((16,), np.float32)], grid=(2, 1, 1))[0].reshape(2, 8)
+    blocks = x.reshape(4, 8)
+    total = blocks.sum(axis=0)
+    np.testing.assert_allclose(got[0], total + 10 * blocks[0] + 100 * blocks[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], total + 10 * blocks[1] + 100 * blocks[0], rtol=1e-6)
