@@ -81,8 +81,8 @@ class Translator(mosaic.Translator):
     def value(self, v: ir.Value) -> ir.Value:
         got = self.env.get(v)
         if isinstance(got, Ptr):
-            raise KernelError("a pointer where a value was expected (pointers carried through loops or "
-                              "selected between are not supported yet)")
+            raise KernelError("a pointer where a value was expected (pointers cross scf.for, scf.if and "
+                              "arith.select; other ops on pointers, scf.while included, are not supported yet)")
         return super().value(v)
 
     def ptr(self, v: ir.Value) -> Ptr:
