@@ -23,6 +23,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     matmul_convolutions,
     ordered_reductions,
     pallas_tpu,
+    triton_kernels,
     partitions_to_replicas,
     strip_annotations,
     sub_byte_collectives,

@@ -100,9 +100,18 @@ def c_unescape_bytes(s: str) -> bytes:
 
 def mlir_unescape(s: str) -> str:
     """The string of an MLIR string literal's text (in an MLIR dictionary): MLIR's lexer
-    knows \\" \\\\ \\n \\t and two hex digits (`\\0A`), nothing else.  Raises EscapeError."""
+    knows \\" \\\\ \\n \\t and two hex digits (`\\0A`), nothing else; bytes that are not
+    UTF-8 become U+FFFD (`mlir_unescape_bytes` keeps them).  Raises EscapeError."""
     if "\\" not in s:
         return s
+    return mlir_unescape_bytes(s).decode("utf-8", errors="replace")
+
+
+def mlir_unescape_bytes(s: str) -> bytes:
+    """The exact bytes of an MLIR string literal's text, which may be binary (MLIR bytecode
+    in a Triton call's `ir`, a hash): each `\\XX` is one byte.  Raises EscapeError."""
+    if "\\" not in s:
+        return s.encode("utf-8")
     out = bytearray()
     pos = 0
     for m in _RE_MLIR_UNESCAPE.finditer(s):
@@ -116,4 +125,4 @@ def mlir_unescape(s: str) -> str:
             raise EscapeError(f"unknown escape in an MLIR string: \\{char}", m.start())
         pos = m.end()
     out += s[pos:].encode("utf-8")
-    return out.decode("utf-8", errors="replace")
+    return bytes(out)

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from converter.hlo import attrs
-from converter.hlo.escapes import mlir_unescape
+from converter.hlo.escapes import mlir_unescape, mlir_unescape_bytes
 
 
 # ------------------------------------------------------------------ MLIR dictionary
@@ -17,9 +17,21 @@ _RE_MLIR_TOKEN = re.compile(
 )
 
 
+def _string_value(escaped: str) -> str | bytes:
+    """A string attribute's value: text, or its exact bytes where they are not UTF-8
+    (MLIR strings hold bytes: a Triton call's `ir` is MLIR bytecode, a Mosaic GPU call's
+    `kernel_hash` a digest)."""
+    data = mlir_unescape_bytes(escaped)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
 def parse_mlir_dict(text: str) -> dict[str, Any]:
     """A small reader for MLIR dictionary attributes as XLA prints typed-FFI configs:
-    `{name = 48 : i64, flag = true, scale = 1.0e-01 : f64, s = "x", l = [1, 2]}`."""
+    `{name = 48 : i64, flag = true, scale = 1.0e-01 : f64, s = "x", l = [1, 2]}`.
+    A string value whose bytes are not UTF-8 comes back as `bytes`, exactly."""
     pos = 0
     toks: list[tuple[str, str]] = []
     while pos < len(text):
@@ -51,7 +63,7 @@ def parse_mlir_dict(text: str) -> dict[str, Any]:
             return items
         if kind == "str":
             i += 1
-            return mlir_unescape(tok[1:-1])
+            return _string_value(tok[1:-1])
         if kind == "num":
             i += 1
             v: Any = float(tok) if any(c in tok for c in ".eE") and not tok.startswith("0x") else int(tok, 0)

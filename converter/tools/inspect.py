@@ -48,6 +48,7 @@ def summarize(module: Module) -> dict[str, Any]:
     collectives: list[dict[str, Any]] = []
     kinds: dict[str, set[str]] = collections.defaultdict(set)
     kinds[entry.name].add("entry")
+    triton_kernels: list[dict[str, Any]] = []
     for comp in module.computations:
         for instr in comp.instructions:
             opcode_counts[instr.opcode] += 1
@@ -68,6 +69,8 @@ def summarize(module: Module) -> dict[str, Any]:
                 target = instr.attrs.get("custom_call_target", "?")
                 entry_t = targets.setdefault(target, {"count": 0, "first": f"{instr.line}:{instr.col}"})
                 entry_t["count"] += 1
+                if target == "__gpu$xla.gpu.triton" and isinstance(instr.attrs.get("backend_config"), hlo_attrs.BackendConfig):
+                    triton_kernels.append(_triton_kernel(instr))
             base = instr.opcode
             if base in COLLECTIVE_OPCODES or (base.endswith("-start") and base[:-6] in COLLECTIVE_OPCODES):
                 collectives.append({
@@ -120,10 +123,19 @@ def summarize(module: Module) -> dict[str, Any]:
         "results": results,
         "opcodes": dict(opcode_counts.most_common()),
         "custom_call_targets": targets,
+        "triton_kernels": triton_kernels,
         "collectives": collectives,
         "computations_by_kind": {k: len(v) for k, v in sorted(by_kind.items())},
         "warnings": list(module.warnings),
     }
+
+
+def _triton_kernel(instr) -> dict[str, Any]:
+    """A Pallas GPU (Triton) kernel's name, grid and ops (passes/triton/kernel.py)."""
+    from passes.triton.kernel import describe_kernel
+
+    config = instr.attrs["backend_config"].value
+    return {"line": instr.line, **describe_kernel(config if isinstance(config, dict) else {})}
 
 
 def _short(text: str, limit: int = 64) -> str:
@@ -185,6 +197,11 @@ def format_summary(s: dict[str, Any], max_rows: int = 40) -> str:
         out.append(_indent(table(rows, ["target", "count", "support", "first at"])))
     else:
         out.append("  none")
+    if s.get("triton_kernels"):
+        out += ["", "Pallas GPU (Triton) kernels:"]
+        rows = [[k["name"], k["grid"], str(k["line"]), " ".join(k["ops"]) if "ops" in k else k["unreadable"]]
+                for k in s["triton_kernels"]]
+        out.append(_indent(table(rows[:max_rows], ["kernel", "grid", "line", "ops (or why unreadable)"])))
     out += ["", "collectives:"]
     if s["collectives"]:
         rows = [[c["name"], c["opcode"], c["mode"], str(c["channel_id"] or ""), c["groups_text"], c["shape"], str(c["line"])]

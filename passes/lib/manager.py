@@ -25,6 +25,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "tpu-async-collectives",
     "tpu-custom-calls",
     "pallas-tpu",
+    "triton-kernels",
     "topk",
     "host-callbacks",
     "xla-builder-math",

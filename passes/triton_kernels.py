@@ -1,0 +1,203 @@
+"""triton-kernels: Pallas GPU kernels (`__gpu$xla.gpu.triton`, Triton IR as MLIR bytecode
+in the backend_config's `ir`) → StableHLO that computes the same values on CPU; Mosaic GPU
+kernels (`mosaic_gpu_v2`, `mosaic_gpu`) are refused by name with the routes that work.
+
+The grid runs as one `stablehlo.while` over grid_x·grid_y·grid_z programs, x fastest
+(program p has ids x = p mod gx, y = (p div gx) mod gy, z = p div (gx·gy)).  The GPU runs
+programs concurrently; for kernels whose programs write disjoint elements (every Pallas
+kernel with an output BlockSpec) the order does not matter, and for the others a fixed
+order is the one deterministic choice.  Memory is one flat buffer per kernel argument:
+the call's operands, then its results (XLA passes them to the kernel in that order).  A
+result aliased to an operand (`output_operand_aliases`, Pallas' input_output_aliases) is
+that operand's buffer, as on the GPU, so it starts with the operand's values and reads
+of the operand see the kernel's writes.  A result no alias covers starts as zeros: its
+elements no program stores are zeros here (uninitialized memory on the GPU, so any value
+is faithful; zeros make such reads deterministic).
+"""
+
+from __future__ import annotations
+
+import re
+
+from jaxlib.mlir import ir
+
+from converter.mlir import builders
+from passes.lib import rewrite
+from passes.lib.registry import PassOptions, register_pass
+from passes.mosaic.kernel import KernelError
+from passes.triton import translate as tr
+from passes.triton.kernel import TritonKernel, read_kernel
+
+TARGET = "__gpu$xla.gpu.triton"
+MOSAIC_GPU = ("mosaic_gpu_v2", "mosaic_gpu")
+
+
+@register_pass("triton-kernels", "Pallas GPU kernels (__gpu$xla.gpu.triton, Triton IR) → StableHLO loops over the "
+               "grid; Mosaic GPU kernels refused by name", targets=(TARGET,) + MOSAIC_GPU)
+def lower_triton_kernels(module: ir.Module, options: PassOptions) -> None:
+    triton_calls, mosaic_calls = rewrite.custom_calls_of(module, TARGET, MOSAIC_GPU)
+    for op in mosaic_calls:
+        raise rewrite.op_error(op, mosaic_gpu_refusal(op))
+    for op in triton_calls:
+        config = call_config(op)
+        name = config.get("name") if isinstance(config.get("name"), str) else None
+        kernel = None
+        try:
+            kernel = read_kernel(config)
+            with rewrite.at(op):
+                values = lower_call(op, kernel)
+        except KernelError as e:
+            label = f"Triton kernel '{name}': " if name else ""
+            where = ""
+            if e.op is not None and e.op.name not in ("tt.func", "builtin.module"):
+                where = "" if e.op.name in str(e) else f" (Triton op {e.op.name})"
+                source = _source_location(e.op)
+                where += f" at {source}" if source else ""
+            raise rewrite.op_error(op, f"{label}{e}{where}") from None
+        rewrite.replace(op, values)
+
+
+def call_config(op: ir.Operation) -> dict:
+    """The call's MLIR-dictionary config with strings as Python strings, or as their exact
+    bytes where they are not UTF-8 (the bytecode in `ir`)."""
+    attrs = op.attributes
+    config = attrs["mhlo.backend_config"] if "mhlo.backend_config" in attrs else None
+    if config is None or not isinstance(config, ir.DictAttr):
+        return rewrite.backend_config(op)
+    out = {}
+    for entry in ir.DictAttr(config):
+        a = entry.attr
+        if isinstance(a, ir.StringAttr):
+            data = a.value_bytes
+            try:
+                out[entry.name] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                out[entry.name] = data
+        else:
+            out[entry.name] = rewrite.attr_to_python(a)
+    return out
+
+
+def mosaic_gpu_kernel_name(config: dict) -> str | None:
+    """The Pallas kernel's name in a Mosaic GPU call: Mosaic GPU names the module's entry
+    function `<kernel>_mosaic_gpu` (jax/experimental/mosaic/gpu/core.py), a string of the
+    bytecode's string section (NUL-terminated there).  None where it is not found."""
+    module = config.get("module")
+    if isinstance(module, str):
+        module = module.encode("utf-8")
+    if not isinstance(module, bytes):
+        return None
+    # `stable_mosaic_gpu` is the name of Mosaic GPU's dialect, also in the table.
+    names = [m.decode("ascii") for m in re.findall(rb"(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)_mosaic_gpu\0", module)
+             if m != b"stable"]
+    return names[0] if len(set(names)) == 1 else None
+
+
+def mosaic_gpu_refusal(op: ir.Operation) -> str:
+    target = rewrite.call_target(op)
+    name = mosaic_gpu_kernel_name(call_config(op))
+    kernel = f"Pallas Mosaic GPU kernel '{name}'" if name else "Pallas Mosaic GPU kernel"
+    return (f"{kernel} ({target}): its body is a GPU module already lowered for the CUDA "
+            "plug-in, which jaxlib alone cannot read or run, so it has no portable rewrite. Routes: register the "
+            "kernel's reference implementation as a plug-in for this target (--custom-calls FILE.py, README), or re-dump the "
+            "program with Pallas' Triton backend (compiler_params=plgpu.CompilerParams / "
+            "jax.experimental.pallas.triton.CompilerParams; in jax 0.10 a plain pl.pallas_call lowers to Mosaic "
+            "GPU unless JAX_PALLAS_USE_MOSAIC_GPU=0 or jax.config.update('jax_pallas_use_mosaic_gpu', False)), "
+            "which triton-kernels converts")
+
+
+def _source_location(op: ir.Operation) -> str:
+    """The Python source line Pallas recorded for a Triton op (`file:line`), if any."""
+    m = re.search(r'"([^"]+)":(\d+)', str(op.location))
+    return f"{m.group(1)}:{m.group(2)}" if m else ""
+
+
+def _aliases(op: ir.Operation) -> dict[int, int]:
+    """Result index → aliased operand index."""
+    if "output_operand_aliases" not in op.attributes:
+        return {}
+    found = {}
+    for a in ir.ArrayAttr(op.attributes["output_operand_aliases"]):
+        m = re.search(r"output_tuple_indices = \[(\d*)\], operand_index = (\d+)", str(a))
+        if m:
+            found[int(m.group(1) or 0)] = int(m.group(2))
+    return found
+
+
+def _pointee(arg: ir.Value) -> ir.Type:
+    """The element type a kernel pointer argument points to, in the module's context."""
+    m = re.fullmatch(r"!tt\.ptr<([^,>]+)(?:,\s*\d+)?>", str(arg.type))
+    if m is None:
+        raise KernelError(f"kernel argument of type {arg.type} (only pointers are supported)")
+    return tr.mosaic.element_type(ir.Type.parse(m.group(1), arg.type.context))
+
+
+def _flat_buffer(x: ir.Value, element: ir.Type) -> ir.Value:
+    """An operand as the flat buffer a kernel pointer sees: row-major, in the pointer's
+    element type (same-width integers of another signedness are bitcast), with one more
+    element at the end for masked-off stores."""
+    have = builders.element_type_of(x)
+    if have != element:
+        if isinstance(have, ir.IntegerType) and isinstance(element, ir.IntegerType) \
+                and ir.IntegerType(have).width == ir.IntegerType(element).width:
+            x = builders.op1("stablehlo.bitcast_convert", builders.tensor_type_like(x, element=element), [x])
+        else:
+            raise KernelError(f"an operand of element type {have} given to the kernel as {element}")
+    n = 1
+    for d in builders.shape_of(x):
+        n *= d
+    return builders.pad(builders.reshape(x, [n]), [0], [1])
+
+
+def lower_call(op: ir.Operation, kernel: TritonKernel) -> list[ir.Value]:
+    operands = list(op.operands)
+    out_types = [ir.RankedTensorType(r.type) for r in op.results]
+    args = kernel.arguments
+    if len(args) != len(operands) + len(out_types):
+        raise KernelError(f"the kernel takes {len(args)} arguments; the call gives {len(operands)} operands "
+                          f"and {len(out_types)} results")
+    elements = [_pointee(a) for a in args]
+    aliases = _aliases(op)
+    buffers: list[ir.Value] = [_flat_buffer(x, e) for x, e in zip(operands, elements)]
+    arg_buffer = list(range(len(operands)))
+    result_buffer = []
+    for k, t in enumerate(out_types):
+        if k in aliases:
+            slot = aliases[k]
+            if elements[len(operands) + k] != elements[slot]:
+                raise KernelError(f"result {k} aliases operand {slot} of another element type")
+        else:
+            slot = len(buffers)
+            buffers.append(_flat_buffer(builders.zeros_like_type(
+                ir.RankedTensorType.get(list(t.shape), elements[len(operands) + k])), elements[len(operands) + k]))
+        arg_buffer.append(slot)
+        result_buffer.append(slot)
+    sizes = [builders.shape_of(b)[0] - 1 for b in buffers]
+    i32 = tr.mosaic.i32()
+    gx, gy, gz = kernel.grid
+    total = gx * gy * gz
+
+    def cond(step, *_):
+        return builders.compare(step, builders.scalar_constant(total, i32), "LT", "SIGNED")
+
+    def body(step, *values):
+        x = builders.binary("remainder", step, builders.scalar_constant(gx, i32))
+        y = builders.binary("remainder", builders.binary("divide", step, builders.scalar_constant(gx, i32)),
+                            builders.scalar_constant(gy, i32))
+        z = builders.binary("divide", step, builders.scalar_constant(gx * gy, i32))
+        t = tr.Translator([x, y, z], kernel.grid)
+        t.buffers = list(values)
+        t.sizes = sizes
+        zero = builders.scalar_constant(0, tr.i64())
+        t.run_block(kernel.func.regions[0].blocks[0], [tr.Ptr(b, zero) for b in arg_buffer])
+        return [builders.binary("add", step, builders.scalar_constant(1, i32))] + list(t.buffers)
+
+    results = builders.while_loop([builders.scalar_constant(0, i32)] + buffers, cond, body)[1:]
+    outs = []
+    for k, t in enumerate(out_types):
+        flat = builders.slice_(results[result_buffer[k]], [0], [sizes[result_buffer[k]]])
+        value = builders.reshape(flat, list(t.shape))
+        if builders.element_type_of(value) != t.element_type:
+            value = builders.op1("stablehlo.bitcast_convert", t, [value])
+        outs.append(value)
+    return outs

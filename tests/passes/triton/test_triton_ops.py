@@ -1,0 +1,268 @@
+"""Triton ops the Pallas dumps do not exercise (tt.join/split/reshape, tt.clampf,
+tt.precise_*, reverse tt.scan, a two-operand tt.reduce, tt.atomic_cas, unsigned atomics,
+split-precision tt.dot), in small hand-written kernels: Triton IR text written as bytecode
+by the installed jaxlib, placed in a `__gpu$xla.gpu.triton` call as a GPU dump holds it,
+converted, run on CPU and compared with NumPy."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+
+from converter.runtime.convert import convert_text
+from converter.runtime.program import program_from_module
+
+HLO_TYPES = {np.dtype(np.float32): "f32", np.dtype(np.int32): "s32"}
+
+
+def _mlir_string(data: bytes) -> str:
+    return "".join(chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:02X}" for b in data)
+
+
+def _run(ir_text: str, inputs: list[np.ndarray], outputs: list[tuple[tuple[int, ...], type]],
+         grid=(1, 1, 1), aliases: dict[int, int] | None = None) -> list[np.ndarray]:
+    from jaxlib.mlir import ir
+
+    from passes.triton.kernel import new_context
+
+    with new_context(), ir.Location.unknown():
+        buf = io.BytesIO()
+        ir.Module.parse(ir_text).operation.write_bytecode(buf)
+
+    def shape(s, dt):
+        return f"{HLO_TYPES[np.dtype(dt)]}[{','.join(map(str, s))}]{{{','.join(str(i) for i in reversed(range(len(s))))}}}"
+
+    params = [f"  p{k} = {shape(x.shape, x.dtype)} parameter({k})" for k, x in enumerate(inputs)]
+    result = (shape(*outputs[0]) if len(outputs) == 1 else "(" + ", ".join(shape(*o) for o in outputs) + ")")
+    config = (f"{{debug = false, grid_x = {grid[0]} : i32, grid_y = {grid[1]} : i32, grid_z = {grid[2]} : i32, "
+              f'ir = "{_mlir_string(buf.getvalue())}", name = "k", num_stages = 1 : i32, num_warps = 4 : i32}}')
+    alias = ""
+    if aliases:
+        alias = ", output_to_operand_aliasing={" + ", ".join(
+            f"{{{o}}}: ({i}, {{}})" if len(outputs) > 1 else f"{{}}: ({i}, {{}})" for o, i in aliases.items()) + "}"
+    text = "\n".join(["HloModule m", "", "ENTRY main {", *params,
+                      f"  ROOT c = {result} custom-call({', '.join(f'p{k}' for k in range(len(inputs)))}), "
+                      f'custom_call_target="__gpu$xla.gpu.triton", api_version=API_VERSION_TYPED_FFI{alias}, '
+                      f"backend_config={config}", "}", ""])
+    return program_from_module(convert_text(text, "ops.hlo"))(*inputs)
+
+
+RANGE8 = """
+    %r = tt.make_range {end = 8 : i32, start = 0 : i32} : tensor<8xi32>"""
+
+
+def _ptrs(name: str, arg: str, t: str = "f32", n: int = 8, offsets: str = "%r") -> str:
+    return f"""
+    %{name}_s = tt.splat {arg} : !tt.ptr<{t}> -> tensor<{n}x!tt.ptr<{t}>>
+    %{name} = tt.addptr %{name}_s, {offsets} : tensor<{n}x!tt.ptr<{t}>>, tensor<{n}xi32>"""
+
+
+def test_join_split_reshape_clamp_precise():
+    x = np.array([-2.0, -0.25, 0.0, 0.3, 0.75, 4.0, 9.0, np.nan], np.float32)
+    y = np.array([1, 2, 4, 8, 0.5, 3, 6, 1], np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %y: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("px", "%x")}{_ptrs("py", "%y")}
+    %a = tt.load %px : tensor<8x!tt.ptr<f32>>
+    %b = tt.load %py : tensor<8x!tt.ptr<f32>>
+    %lo = arith.constant dense<-5.000000e-01> : tensor<8xf32>
+    %hi = arith.constant dense<5.000000e-01> : tensor<8xf32>
+    %c0 = tt.clampf %a, %lo, %hi, propagateNan = none : tensor<8xf32>
+    %c1 = tt.clampf %a, %lo, %hi, propagateNan = all : tensor<8xf32>
+    %s = tt.precise_sqrt %b : tensor<8xf32>
+    %d = tt.precise_divf %a, %b : tensor<8xf32>
+    %j = tt.join %s, %d : tensor<8xf32> -> tensor<8x2xf32>
+    %f = tt.reshape %j : tensor<8x2xf32> -> tensor<16xf32>
+    %g = tt.reshape %f : tensor<16xf32> -> tensor<8x2xf32>
+    %p, %q = tt.split %g : tensor<8x2xf32> -> tensor<8xf32>
+    %e0 = arith.addf %c0, %p : tensor<8xf32>
+    %e1 = arith.addf %c1, %q : tensor<8xf32>
+    %r16 = tt.make_range {{end = 16 : i32, start = 0 : i32}} : tensor<16xi32>{_ptrs("po", "%o", n=16, offsets="%r16")}
+    %two = tt.join %e0, %e1 : tensor<8xf32> -> tensor<8x2xf32>
+    %flat = tt.reshape %two : tensor<8x2xf32> -> tensor<16xf32>
+    tt.store %po, %flat : tensor<16x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [x, y], [((16,), np.float32)])[0].reshape(8, 2)
+    with np.errstate(invalid="ignore"):
+        clamp_none = np.where(np.isnan(x), -0.5, np.clip(x, -0.5, 0.5))
+        clamp_all = np.clip(x, -0.5, 0.5)
+    np.testing.assert_allclose(got[:, 0], clamp_none + np.sqrt(y), rtol=1e-6)
+    np.testing.assert_allclose(got[:, 1], clamp_all + x / y, rtol=1e-6)
+    assert np.isnan(got[7, 1]) and not np.isnan(got[7, 0])
+
+
+def test_reverse_scan_and_two_operand_reduce():
+    x = np.array([3, -1, 7, 7, 2, 0, -5, 4], np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>, %i: !tt.ptr<i32>) {{{RANGE8}{_ptrs("px", "%x")}{_ptrs("po", "%o")}
+    %a = tt.load %px : tensor<8x!tt.ptr<f32>>
+    %s = "tt.scan"(%a) <{{axis = 0 : i32, reverse = true}}> ({{
+    ^bb0(%l: f32, %rr: f32):
+      %t = arith.addf %l, %rr : f32
+      tt.scan.return %t : f32
+    }}) : (tensor<8xf32>) -> tensor<8xf32>
+    tt.store %po, %s : tensor<8x!tt.ptr<f32>>
+    %m:2 = "tt.reduce"(%a, %r) <{{axis = 0 : i32}}> ({{
+    ^bb0(%v0: f32, %i0: i32, %v1: f32, %i1: i32):
+      %gt = arith.cmpf ogt, %v1, %v0 : f32
+      %eq = arith.cmpf oeq, %v1, %v0 : f32
+      %lt = arith.cmpi slt, %i1, %i0 : i32
+      %tie = arith.andi %eq, %lt : i1
+      %take = arith.ori %gt, %tie : i1
+      %v = arith.select %take, %v1, %v0 : f32
+      %ix = arith.select %take, %i1, %i0 : i32
+      tt.reduce.return %v, %ix : f32, i32
+    }}) : (tensor<8xf32>, tensor<8xi32>) -> (f32, i32)
+    tt.store %i, %m#1 : !tt.ptr<i32>
+    tt.return
+  }}
+}}"""
+    scan, arg = _run(ir, [x], [((8,), np.float32), ((1,), np.int32)])
+    np.testing.assert_array_equal(scan, np.cumsum(x[::-1])[::-1])
+    assert int(arg[0]) == int(np.argmax(x)) == 2  # the first of the tied maxima
+
+
+def test_atomics_in_grid_order():
+    """Four programs: each takes a lock with tt.atomic_cas on a counter (the old value is
+    its arrival number), and all unsigned-max their values into one accumulator."""
+    counter = np.zeros(1, np.int32)
+    acc = np.zeros(8, np.int32)
+    ir = f"""
+module {{
+  tt.func public @k(%cnt: !tt.ptr<i32>, %acc: !tt.ptr<i32>, %o_cnt: !tt.ptr<i32>, %o_acc: !tt.ptr<i32>, %seen: !tt.ptr<i32>) {{{RANGE8}
+    %pid = tt.get_program_id x : i32
+    %old = tt.atomic_cas acq_rel, gpu, %o_cnt, %pid, %pid : (!tt.ptr<i32>, i32, i32) -> i32
+    %one = arith.constant 1 : i32
+    %next = arith.addi %pid, %one : i32
+    %before = tt.atomic_rmw add, acq_rel, gpu, %o_cnt, %one : (!tt.ptr<i32>, i32) -> i32
+    %ps = tt.addptr %seen, %pid : !tt.ptr<i32>, i32
+    %both = arith.addi %old, %before : i32
+    tt.store %ps, %both : !tt.ptr<i32>
+    %big = arith.constant dense<-1> : tensor<8xi32>
+    %pv = tt.splat %pid : i32 -> tensor<8xi32>
+    %v = arith.muli %pv, %r : tensor<8xi32>
+    %all = arith.cmpi eq, %pv, %pv : tensor<8xi32>
+    %three = arith.constant 3 : i32
+    %is3 = arith.cmpi eq, %pid, %three : i32
+    %w = arith.select %is3, %big, %v : tensor<8xi32>{_ptrs("pa", "%o_acc", "i32")}
+    %u = tt.atomic_rmw umax, acq_rel, gpu, %pa, %w, %all : (tensor<8x!tt.ptr<i32>>, tensor<8xi32>, tensor<8xi1>) -> tensor<8xi32>
+    tt.return
+  }}
+}}"""
+    # %u is unused: atomics whose old values are used on tensors are refused (see the pass).
+    cnt, out, seen = _run(ir, [counter, acc], [((1,), np.int32), ((8,), np.int32), ((4,), np.int32)],
+                          grid=(4, 1, 1), aliases={0: 0, 1: 1})
+    # Program p finds the counter at p (each earlier program's cas matched and its add
+    # counted), so cas returns p and writes p back, and the add returns p and makes it p + 1.
+    np.testing.assert_array_equal(seen, [0, 2, 4, 6])
+    assert int(cnt[0]) == 4
+    # Unsigned max: program 3's -1 is 0xffffffff, the largest.
+    np.testing.assert_array_equal(out, np.full(8, -1, np.int32))
+
+
+@pytest.mark.parametrize("precision", ["bf16x3", pytest.param("bf16x6", marks=pytest.mark.slow),
+                                       pytest.param("tf32x3", marks=pytest.mark.slow)])
+def test_split_precision_dots(precision):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 16)).astype(np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%a: !tt.ptr<f32>, %b: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    %r = tt.make_range {{end = 256 : i32, start = 0 : i32}} : tensor<256xi32>{_ptrs("pa", "%a", n=256)}{_ptrs("pb", "%b", n=256)}{_ptrs("po", "%o", n=256)}
+    %fa = tt.load %pa : tensor<256x!tt.ptr<f32>>
+    %fb = tt.load %pb : tensor<256x!tt.ptr<f32>>
+    %ma = tt.reshape %fa : tensor<256xf32> -> tensor<16x16xf32>
+    %mb = tt.reshape %fb : tensor<256xf32> -> tensor<16x16xf32>
+    %z = arith.constant dense<0.000000e+00> : tensor<16x16xf32>
+    %d = tt.dot %ma, %mb, %z, inputPrecision = {precision} : tensor<16x16xf32> * tensor<16x16xf32> -> tensor<16x16xf32>
+    %fd = tt.reshape %d : tensor<16x16xf32> -> tensor<256xf32>
+    tt.store %po, %fd : tensor<256x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [a.ravel(), b.ravel()], [((256,), np.float32)])[0].reshape(16, 16)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    # Split-precision emulation keeps ~8 (bf16x3: two bf16 parts, 2·8 bits), ~24 (bf16x6)
+    # or ~22 (tf32x3) mantissa bits of each product: relative error of Σ|a||b| ≤ 2^-15,
+    # 2^-20 and 2^-20 (the dropped low products), plus f32 rounding of the sums.
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    bound = {"bf16x3": 2.0 ** -14, "bf16x6": 2.0 ** -19, "tf32x3": 2.0 ** -19}[precision] * scale + 1e-6
+    assert np.all(np.abs(got - exact) <= bound)
+    # and coarser than exact f32 for bf16x3 (it is an emulation, not ieee)
+    if precision == "bf16x3":
+        assert np.abs(got - exact).max() > 2.0 ** -24 * scale.max()
+
+
+def test_tensor_atomics_whose_old_values_are_used_are_refused():
+    from converter.common.errors import ConverterError
+
+    ir = f"""
+module {{
+  tt.func public @k(%a: !tt.ptr<f32>, %o: !tt.ptr<f32>, %old: !tt.ptr<f32>) {{{RANGE8}{_ptrs("po", "%o")}{_ptrs("pold", "%old")}
+    %v = arith.constant dense<1.000000e+00> : tensor<8xf32>
+    %prev = tt.atomic_rmw fadd, acq_rel, gpu, %po, %v : (tensor<8x!tt.ptr<f32>>, tensor<8xf32>) -> tensor<8xf32>
+    tt.store %pold, %prev : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    with pytest.raises(ConverterError) as e:
+        _run(ir, [np.zeros(8, np.float32)], [((8,), np.float32), ((8,), np.float32)], aliases={0: 0})
+    assert re.search(r"ops\.hlo:\d+:\d+: error: .*Triton kernel 'k': tt\.atomic_rmw on a tensor of pointers whose "
+                     r"returned old values are used is not supported yet", str(e.value))
+
+
+def test_pointers_through_loops_branches_and_selects():
+    """Hand-written Triton style: a pointer advanced in an scf.for, chosen by an scf.if
+    and an arith.select (Pallas itself indexes with offsets instead)."""
+    x = np.arange(32, dtype=np.float32) * 0.5 - 3.0
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("p0", "%x")}
+    %zero = arith.constant dense<0.000000e+00> : tensor<8xf32>
+    %c0 = arith.constant 0 : i32
+    %c1 = arith.constant 1 : i32
+    %c4 = arith.constant 4 : i32
+    %step = arith.constant dense<8> : tensor<8xi32>
+    %res:2 = scf.for %i = %c0 to %c4 step %c1 iter_args(%a = %zero, %p = %p0) -> (tensor<8xf32>, tensor<8x!tt.ptr<f32>>) : i32 {{
+      %v = tt.load %p : tensor<8x!tt.ptr<f32>>
+      %a2 = arith.addf %a, %v : tensor<8xf32>
+      %p2 = tt.addptr %p, %step : tensor<8x!tt.ptr<f32>>, tensor<8xi32>
+      scf.yield %a2, %p2 : tensor<8xf32>, tensor<8x!tt.ptr<f32>>
+    }}
+    %pid = tt.get_program_id x : i32
+    %is0 = arith.cmpi eq, %pid, %c0 : i32
+    %q = scf.if %is0 -> (tensor<8x!tt.ptr<f32>>) {{
+      scf.yield %p0 : tensor<8x!tt.ptr<f32>>
+    }} else {{
+      %pb = tt.addptr %p0, %step : tensor<8x!tt.ptr<f32>>, tensor<8xi32>
+      scf.yield %pb : tensor<8x!tt.ptr<f32>>
+    }}
+    %w = tt.load %q : tensor<8x!tt.ptr<f32>>
+    %sel = arith.select %is0, %q, %p0 : tensor<8x!tt.ptr<f32>>
+    %u = tt.load %sel : tensor<8x!tt.ptr<f32>>
+    %ten = arith.constant dense<1.000000e+01> : tensor<8xf32>
+    %hundred = arith.constant dense<1.000000e+02> : tensor<8xf32>
+    %w10 = arith.mulf %w, %ten : tensor<8xf32>
+    %u100 = arith.mulf %u, %hundred : tensor<8xf32>
+    %s1 = arith.addf %res#0, %w10 : tensor<8xf32>
+    %s2 = arith.addf %s1, %u100 : tensor<8xf32>
+    %c8 = arith.constant 8 : i32
+    %base = arith.muli %pid, %c8 : i32
+    %bs = tt.splat %base : i32 -> tensor<8xi32>
+    %off = arith.addi %r, %bs : tensor<8xi32>{_ptrs("po", "%o", offsets="%off")}
+    tt.store %po, %s2 : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [x], [((16,), np.float32)], grid=(2, 1, 1))[0].reshape(2, 8)
+    blocks = x.reshape(4, 8)
+    total = blocks.sum(axis=0)
+    np.testing.assert_allclose(got[0], total + 10 * blocks[0] + 100 * blocks[0], rtol=1e-6)
+    np.testing.assert_allclose(got[1], total + 10 * blocks[1] + 100 * blocks[0], rtol=1e-6)
