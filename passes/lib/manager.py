@@ -12,6 +12,7 @@ from typing import Callable, TextIO
 from jaxlib.mlir import ir
 
 from converter.common.files import write_atomic
+from converter.common.suggest import did_you_mean
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
 from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds
@@ -69,7 +70,8 @@ def parse_pipeline(spec: str | None) -> list[str]:
             names.extend(p for p in DEFAULT_PIPELINE if p in PASSES)
         elif name not in PASSES:
             known = ", ".join(sorted(PASSES))
-            raise UnknownPassError(f"unknown pass '{name}' in --pipeline; known passes: {known}")
+            raise UnknownPassError(f"unknown pass '{name}' in --pipeline{did_you_mean(name, PASSES, quote=chr(39))}"
+                                   f" (known passes: {known})")
         else:
             names.append(name)
     return names
@@ -138,7 +140,8 @@ def run_pipeline(
     names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     for name in names:
         if name not in PASSES:
-            raise UnknownPassError(f"unknown pass '{name}'; known passes: {', '.join(sorted(PASSES))}")
+            raise UnknownPassError(f"unknown pass '{name}'{did_you_mean(name, PASSES, quote=chr(39))} "
+                                   f"(known passes: {', '.join(sorted(PASSES))})")
     options = options or PassOptions()
     report = PipelineReport()
     if dump_dir:
