@@ -20,6 +20,10 @@ def close_names(typed: str, known: Iterable[str], n: int = 3, cutoff: float = 0.
     same = [k for k in known if _spelling(k) == _spelling(typed) and k != typed]
     if same:
         return same[:n]
+    # Two letters swapped (`rnu`, `--ouptuts`): the same letters, nearly in order.
+    swapped = [k for k in known if sorted(k) == sorted(typed) and difflib.SequenceMatcher(None, k, typed).ratio() >= 0.6]
+    if swapped:
+        return swapped[:n]
     return difflib.get_close_matches(typed, known, n=n, cutoff=cutoff)
 
 

@@ -122,6 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_unknown_attributes_arg(p)
 
     p = sub.add_parser("passes", help="list the passes with a line each and their files, and the custom-call plug-ins")
+    p.add_argument("--targets", action="store_true",
+                   help="list instead every custom-call target the converter rewrites, with the pass or plug-in "
+                        "that does ('*': any target with that prefix)")
     add_plugin_args(p)
 
     sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
@@ -217,6 +220,8 @@ def _source_file(fn: Callable) -> str:
 def cmd_passes(args) -> int:
     import passes
 
+    if args.targets:
+        return _print_targets()
     default = set(passes.DEFAULT_PIPELINE)
     width = max(len(n) for n in passes.PASSES)
     for name, p in sorted(passes.PASSES.items()):
@@ -229,6 +234,20 @@ def cmd_passes(args) -> int:
     print("\ncustom-call plug-ins:" if PLUGINS else "\ncustom-call plug-ins: none")
     for target in sorted(PLUGINS):
         print(f"  {target}: {coverage(target)}")
+    return EXIT_OK
+
+
+def _print_targets() -> int:
+    """Every custom-call target a pass or an installed / loaded plug-in rewrites."""
+    import passes
+    from passes.lib.plugins import PLUGINS, coverage, discover
+
+    discover()
+    rows = [(t, f"{name}  [{_source_file(p.run)}]") for name, p in passes.PASSES.items() for t in p.targets]
+    rows += [(t, f"plug-in: {coverage(t)}") for t, plugin in PLUGINS.items() if plugin.refusal is None]
+    width = max(len(t) for t, _ in rows)
+    for target, by in sorted(rows):
+        print(f"{target.ljust(width)}  {by}")
     return EXIT_OK
 
 

@@ -53,7 +53,7 @@ def sniff(path: str) -> Kind | None:
         if b"\0" in head or not _utf8(head):
             return Kind("other", "a binary file that is none of XLA's HloModuleProto, HloProto, HloSnapshot "
                                  "nor MLIR bytecode")
-        return None
+        # Text that starts with a newline: read on as text.
     if _RE_BUFFER_ASSIGNMENT.match(head):
         return Kind(BUFFER_ASSIGNMENT, "an XLA buffer-assignment dump (read by `hlo-roundtrip memory`)")
     if _RE_HLO_START.match(head):
@@ -61,7 +61,7 @@ def sniff(path: str) -> Kind | None:
     text = head.decode("utf-8", errors="replace").lstrip()
     if re.match(r"#{1,6} \S|```|<!--", text):
         return Kind("other", "a Markdown document")
-    if re.match(r"(#!|\"\"\"|'''|from [\w.]+ import |import [\w.]+\s*$|def \w+\()", text, re.M):
+    if re.match(r"(#!|\"\"\"|'''|from [\w.]+ import |import [\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+)*\s*$|def \w+\()", text, re.M):
         return Kind("other", "a Python source file")
     if re.match(r"[\[{]\s*[\"\[{\d]", text) and not text.startswith("{-#"):
         return Kind("other", "a JSON document")
