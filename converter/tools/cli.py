@@ -171,6 +171,12 @@ def cmd_convert(args) -> int:
     from converter.runtime.convert import convert_file
     from converter.mlir.serialize import module_to_bytes
 
+    if args.target_version and args.emit != "portable":
+        # Only a portable artifact is versioned; MLIR text and bytecode are what this jaxlib writes.
+        from converter.common.errors import UsageError
+
+        raise UsageError(f"--target-version applies to --emit portable only (got --emit {args.emit}); add "
+                         "--emit portable, or leave --target-version out")
     module = convert_file(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
                           pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes,
                           dump_dir=args.dump_dir,

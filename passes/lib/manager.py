@@ -15,7 +15,7 @@ from converter.common.files import write_atomic
 from converter.common.suggest import did_you_mean
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds
+from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds, keeping_targets
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -162,7 +162,7 @@ def run_pipeline(
     targets: set[str] | None = None
     if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
         print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
-    with module.context, ir.Location.unknown():
+    with module.context, ir.Location.unknown(), keeping_targets(options.allow_custom_calls):
         for i, name in enumerate(names, start=1):
             if progress:
                 progress(name)
