@@ -383,6 +383,18 @@ def cmd_memory(args) -> int:
     return EXIT_OK
 
 
+def _native_stdout_to_stderr() -> None:
+    """In a process of a multi-process run, what native code writes to stdout (gloo's
+    `[Gloo] Rank i is connected to ...` lines, through std::cout) goes to stderr, and only
+    Python's own output (the result table) to stdout: file descriptor 1 becomes a copy of 2,
+    and sys.stdout writes to a duplicate of the original stdout."""
+    sys.stdout.flush()
+    results = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(results, "w", buffering=1, encoding=sys.stdout.encoding or "utf-8",  # noqa: SIM115
+                      errors=sys.stdout.errors or "strict", closefd=True)
+
+
 def _check_file_kinds(args: argparse.Namespace) -> None:
     """Refuse up front a file of a kind its command does not read (a README, an npz, an HLO
     dump given to `memory`), saying what it is and what was expected."""
@@ -448,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     for item in getattr(args, "custom_call", []):
         if not re.fullmatch(r"[^=\s]+=[\w.]+:[\w.]+", item):
             parser.error(f"--custom-call {item!r}: expected TARGET=pkg.module:function")
+    if getattr(args, "process_id", None) is not None or getattr(args, "cluster", None):
+        _native_stdout_to_stderr()
     try:
         _check_file_kinds(args)
         if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None):
