@@ -404,7 +404,7 @@ def _check_file_kinds(args: argparse.Namespace) -> None:
     files: dict[str, list[tuple[str, tuple[str, ...], dict[str, str]]]] = {
         "convert": [("dump", (HLO, MLIR), {})],
         "inspect": [("dump", (HLO,), {})],
-        "check": [("dump", (HLO,), {})],
+        "check": [("dump", (HLO, MLIR), {})],
         "run": [("input", (HLO, MLIR), {})],
         "export": [("input", (HLO, MLIR), {})],
         "compare": [("dump_a", (HLO, MLIR), {}), ("dump_b", (HLO, MLIR), {})],
