@@ -25,7 +25,7 @@ class Kind:
 
 
 _RE_HLO_START = re.compile(rb"\s*(HloModule\b|ENTRY\b|%?[\w.\-]+\s*=\s*\(?[a-z]+\d*\[)")
-_RE_BUFFER_ASSIGNMENT = re.compile(rb"\s*(BufferAssignment:|allocation \d+: size \d+|HloLiveRange \(max \d+\))")
+_RE_BUFFER_ASSIGNMENT = re.compile(rb"\s*(BufferAssignment:|Total bytes used: \d+|allocation \d+: size \d+|HloLiveRange \(max \d+\))")
 
 
 def sniff(path: str) -> Kind | None:
