@@ -7,7 +7,7 @@ replica-group mapping, a bitcast's transpose, a comparison, a rotation constant,
 each, a copy of the checkout is mutated and the test files that cover that code run with
 `-x` (slow tests left out, as in the default run); a failing run catches the mutation.
 
-    python benchmarks/mutation_check.py [--only NAME,...] [--jobs 1] [--keep-going]
+    python benchmarks/mutation_check.py [--only NAME,...] [--root CHECKOUT] [--list]
 
 Not a test: it prints a table (caught / survived, seconds) and exits 1 if any mutation
 survived.  The copy lives under a temporary directory; the checkout is never modified.
@@ -104,9 +104,9 @@ MUTATIONS = [
 ]
 
 
-def copy_checkout(dest: pathlib.Path) -> None:
+def copy_checkout(root: pathlib.Path, dest: pathlib.Path) -> None:
     for part in ("converter", "passes", "tests", "samples", "pyproject.toml"):
-        src = ROOT / part
+        src = root / part
         if src.is_dir():
             shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
@@ -119,10 +119,11 @@ def run_one(m: Mutation, work: pathlib.Path, timeout: int) -> tuple[str, float, 
     if original.count(m.old) != 1:
         return "not applied", 0.0, f"'{m.old[:40]}...' occurs {original.count(m.old)} times in {m.path}"
     target.write_text(original.replace(m.old, m.new))
+    tests = [t for t in m.tests if (work / t).exists()]  # an older checkout may lack some
     start = time.monotonic()
     try:
         r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-m", "not slow", "-p", "no:cacheprovider",
-                            *m.tests], cwd=work, env=dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1"),
+                            *tests], cwd=work, env=dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1"),
                            capture_output=True, text=True, timeout=timeout)
         seconds = time.monotonic() - start
         last = (r.stdout.strip().splitlines() or [""])[-1]
@@ -143,6 +144,9 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated mutation names")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per mutation's test run")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--root", type=pathlib.Path, default=ROOT,
+                        help="the checkout to mutate (a copy of it; default: this one), e.g. an older commit's "
+                             "`git archive` to see which mutations its tests let through")
     args = parser.parse_args()
     chosen = MUTATIONS
     if args.only:
@@ -157,7 +161,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="mutation_check.") as tmp:
         work = pathlib.Path(tmp)
-        copy_checkout(work)
+        copy_checkout(args.root, work)
         for m in chosen:
             verdict, seconds, detail = run_one(m, work, args.timeout)
             rows.append((m, verdict, seconds, detail))
