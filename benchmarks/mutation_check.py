@@ -48,6 +48,9 @@ MUTATIONS = [
              'builders.binary("multiply", const(0.4999), x)', GEMM_TESTS, "GELU's 0.5·x, off by 2e-4 relative"),
     Mutation("gelu-sqrt-2-over-pi", "passes/cublas_gemm.py", "const(math.sqrt(2 / math.pi))",
              "const(math.sqrt(2 / 3.1416))", GEMM_TESTS, "GELU's √(2/π) from a 5-digit π (1e-6 relative)"),
+    Mutation("neuron-gelu-cubic-constant", "passes/kernels/neuron.py", "(y + 0.044715 * y * y * y)",
+             "(y + 0.0447 * y * y * y)", ("tests/passes/plugins/test_shipped_kernels.py",),
+             "AWS Neuron GELU (tanh) plug-in's cubic coefficient"),
     Mutation("silu-sigmoid", "passes/cublas_gemm.py", 'builders.unary("logistic", x)', 'builders.unary("tanh", x)',
              GEMM_TESTS, "SiLU epilogue with tanh for the sigmoid"),
     Mutation("relu-direction", "passes/cublas_gemm.py", 'builders.binary("maximum", x, const(0.0))',
@@ -94,9 +97,13 @@ MUTATIONS = [
     Mutation("bitcast-layout-order", "converter/importer/rules/shapes.py",
              "return list(reversed(shape.layout.minor_to_major))", "return list(shape.layout.minor_to_major)",
              ("tests/importer/test_rules_bitcast_layouts.py",), "layout read minor-to-major as major-to-minor"),
+    # A cache looked up without the direction: the first compare of a type gives every later
+    # one its direction.  (Changing only the key of the lookup is an equivalent mutant: the
+    # lookup then always misses and every compare builds its own attributes.)
     Mutation("compare-direction-cache", "converter/importer/rules/elementwise.py",
              'attrs = ctx.module_importer.attribute_cache.get(("compare", direction, compare_type))',
-             'attrs = ctx.module_importer.attribute_cache.get(("compare", compare_type))',
+             'attrs = next((v for k, v in ctx.module_importer.attribute_cache.items() '
+             'if k[0] == "compare" and k[2] == compare_type), None)',
              ("tests/importer/test_compare_directions_in_one_module.py", "tests/importer/test_rules_elementwise.py"),
              "compares of one type share the first direction"),
     Mutation("threefry-rotation", "passes/threefry.py", "ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))",
