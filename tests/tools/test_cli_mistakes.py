@@ -63,7 +63,7 @@ def test_every_misspelled_flag_of_every_subcommand_is_refused_with_a_suggestion(
     for command, sub in _subparsers().items():
         flags = [o for o in sub._option_string_actions if o.startswith("--") and o != "--help"]
         for flag in flags:
-            for typo in _typos(flag)[:4]:
+            for typo in _typos(flag)[:2]:
                 if any(f.startswith(typo) for f in flags) or typo in ("--help", "--debug", "--version"):
                     continue  # argparse takes it (an option or an abbreviation)
                 argv = [command, "x.hlo", typo] if command not in ("passes", "rules") else [command, typo]
@@ -77,7 +77,7 @@ def test_every_misspelled_flag_of_every_subcommand_is_refused_with_a_suggestion(
                 assert suggested in flags, (typo, suggested)
                 checked += 1
                 suggested_intended += suggested == flag
-    assert checked > 200
+    assert checked > 100
     assert suggested_intended > 0.9 * checked, (suggested_intended, checked)
 
 
