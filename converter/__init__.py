@@ -12,7 +12,13 @@ logging before jaxlib loads.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
+
+# jaxlib's C++ logging (its device list at INFO, each time a CPU client starts) is noise in a
+# user's program and on the command line; jaxlib reads this when it loads, so it is set
+# before any of our modules imports jaxlib.  A value the user set is kept.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 _EXPORTS = {
     "convert_file": "converter.runtime.convert", "convert_module": "converter.runtime.convert", "convert_text": "converter.runtime.convert",

@@ -1,7 +1,8 @@
 """custom-call-policy: after the rewrites, every custom-call left must be one the user
 allowed (--allow-custom-call) or one jaxlib's CPU runtime runs (LAPACK, DUCC FFT; kept and
-marked `hlo.cpu_only`, an error under --strict-portable).  Anything else is an error that
-names the target, the instruction and its line, and lists the targets passes rewrite."""
+marked `hlo.cpu_only`, an error under --strict-portable).  Anything else is an error: a line per
+target (its first call's instruction and line, how many calls more), then the fix;
+`hlo-roundtrip passes --targets` lists the targets passes and plug-ins rewrite."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def known_targets() -> list[str]:
                "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only",
                ops=("stablehlo.custom_call",), keeps_targets=True, keeps_ops=True)
 def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
-    unknown: list[str] = []
+    unknown: dict[str, list[str]] = {}   # target -> locations of its calls, in module order
+    strict: list[str] = []
     marked = False
     for op in rewrite.custom_calls(module):
         target = rewrite.call_target(op)
@@ -47,16 +49,29 @@ def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
             continue
         if target in cpu_runtime_targets():
             if options.strict_portable:
-                unknown.append(f"{rewrite.error_location(op)}: custom-call '{target}' runs only on jaxlib's CPU "
-                               "runtime (--strict-portable)")
+                strict.append(f"{rewrite.error_location(op)}: custom-call '{target}' runs only on jaxlib's CPU "
+                              "runtime (--strict-portable)")
             else:
                 # A bool, not a unit attribute: portable artifacts (VHLO) cannot hold those.
                 op.attributes["hlo.cpu_only"] = ir.BoolAttr.get(True)
                 marked = True
             continue
-        unknown.append(f"{rewrite.error_location(op)}: custom-call '{target}' has no portable rewrite")
-    if unknown:
-        raise PassError("\n".join(unknown) + "\nknown targets: " + ", ".join(known_targets())
-                        + "\nkeep a target as it is with --allow-custom-call TARGET, or give it a CPU meaning with "
-                "--custom-calls FILE.py (a plug-in, see passes/lib/plugins.py)")
+        unknown.setdefault(target, []).append(rewrite.error_location(op))
+    if unknown or strict:
+        raise PassError("\n".join(strict + [_unknown_line(t, where) for t, where in unknown.items()]
+                                  + ([_fix(list(unknown))] if unknown else [])))
     return marked
+
+
+def _unknown_line(target: str, where: list[str]) -> str:
+    from converter.common.suggest import did_you_mean
+
+    more = f" (and {len(where) - 1} more call(s) to it)" if len(where) > 1 else ""
+    return (f"{where[0]}: custom-call '{target}' has no portable rewrite{more}"
+            f"{did_you_mean(target, known_targets(), quote=chr(39))}")
+
+
+def _fix(targets: list[str]) -> str:
+    allow = " ".join(f"--allow-custom-call '{t}'" for t in targets[:3])
+    return (f"fix: give it a CPU meaning with --custom-calls FILE.py (a plug-in; README: 'Calls no catalog can know'), or keep it "
+            f"as it is with {allow}; `hlo-roundtrip passes --targets` lists the targets the converter rewrites")

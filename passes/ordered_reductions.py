@@ -56,9 +56,11 @@ def ordered_collectives(module: ir.Module, num_devices: int) -> list[str]:
         # converter's importer makes async pairs synchronous): left as it is.
         if not _order_matters(op) or op.parent.name == "stablehlo.async_start":
             continue
+        # Named by kind and reason in the runner's warning (a reduce-scatter is no all-reduce).
+        kind = "all-reduce" if op.name == "stablehlo.all_reduce" else "reduce-scatter"
         groups = replica_groups_of(op)
         if len({len(g) for g in groups}) > 1:
-            kept.append(rewrite.location_text(op))
+            kept.append(f"{rewrite.location_text(op)} ({kind}, replica groups of different sizes)")
             continue
         # all-reduce gathers every participant's operand; reduce-scatter exchanges blocks
         # (its operand's size)
@@ -66,7 +68,7 @@ def ordered_collectives(module: ir.Module, num_devices: int) -> list[str]:
         moved = sum(k * int(np.prod(builders.shape_of(v))) * _element_bytes(ir.RankedTensorType(v.type))
                     for v in op.operands)
         if moved > ORDERED_LIMIT_BYTES:
-            kept.append(rewrite.location_text(op))
+            kept.append(f"{rewrite.location_text(op)} ({kind}, {moved} bytes to move > {ORDERED_LIMIT_BYTES})")
             continue
         with rewrite.at(op):
             results = (all_reduce_by_gather(op, num_devices) if op.name == "stablehlo.all_reduce"
@@ -89,6 +91,7 @@ def ordered_reductions(module: ir.Module, options: PassOptions) -> None:
 
 
 def unordered_reductions(module: ir.Module) -> list[str]:
-    """Locations of the reductions left native by `ordered-reductions` (too large to gather)."""
+    """The reductions left native by `ordered-reductions`: each's location, kind (all-reduce
+    or reduce-scatter) and why (too large to gather, groups of different sizes)."""
     attrs = module.operation.attributes
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(attrs[NATIVE_ATTR])] if NATIVE_ATTR in attrs else []

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from converter.common.errors import ConverterError
+from converter.common.suggest import did_you_mean
 from converter.hlo.ir import Computation, Instruction, Module
 from converter.hlo.printer import module_to_text
 
@@ -124,8 +125,10 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
     for raw in request.names:
         name = raw.strip().lstrip("%")
         if name not in where:
-            close = [n for n in where if n.startswith(name.split(".")[0])][:5]
-            hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
+            hint = did_you_mean(name, where)
+            if not hint:
+                close = [n for n in where if n.startswith(name.split(".")[0])][:5]
+                hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
             raise TapError(f"{hlo.path}: error: --tap {raw}: no instruction of that name{hint}")
         names.append(name)
     if request.regex is not None:

@@ -132,10 +132,15 @@ def build_inputs(program, specs: list[str], inputs_path: str | None, seed: int,
     return arrays, given
 
 
+SUMMARY_WHOLE_UP_TO = 100  # elements
+
+
 def format_literals(names: list[str], arrays: list[np.ndarray], mode: str) -> str:
     out = []
-    # A summary: arrays up to 20 elements whole, larger ones by their corners.
-    with np.printoptions(threshold=sys.maxsize if mode == "full" else 20, edgeitems=3, linewidth=100):
+    # A summary: arrays up to 100 elements (a 10x10, a 4x8) whole, larger ones by their corners;
+    # lines wide enough for a row of 8 printed floats.
+    with np.printoptions(threshold=sys.maxsize if mode == "full" else SUMMARY_WHOLE_UP_TO, edgeitems=3,
+                         linewidth=160):
         for name, arr in zip(names, arrays):
             a = np.asarray(arr)
             if a.dtype.kind == "V" or a.dtype.name.startswith(("bfloat", "float8", "float4")):

@@ -5,6 +5,7 @@ to allocate terabytes."""
 from __future__ import annotations
 
 import os
+import re
 import zipfile
 from typing import IO
 
@@ -62,3 +63,41 @@ def check_npy_header(path: str) -> None:
             raise ArrayFileError(f"error: {path}: no such file") from None
         kind = ".npz" if path.endswith(".npz") else ".npy" if path.endswith(".npy") else ".npy/.npz"
         raise ArrayFileError(f"error: {path}: not a readable {kind} file ({e})") from None
+
+
+def npz_argument_keys(path: str, keys: list[str], params: list, shapes: dict[str, tuple[int, ...]],
+                      num_devices: int = 1) -> list[str]:
+    """The key of each argument (arg0..argN, in order) in an .npz holding `keys`.  Besides
+    `argN`, two keyings name every argument one way only, and are read as such:
+    `arr_0..arr_N` (what `np.savez(f, *arrays)` writes: positional, like argN) and the
+    entry parameters' own names (`params[i].name`, when they are distinct).  Any other keying
+    is an error naming the keys found, the arguments expected, and how to rename them."""
+    n = len(params)
+    found = set(keys)
+    for keying in ([f"arg{i}" for i in range(n)], [f"arr_{i}" for i in range(n)], [p.name for p in params]):
+        if found == set(keying) and len(set(keying)) == n:
+            return keying
+    expected = [f"arg{i}" for i in range(n)]
+    if any(re.fullmatch(r"arg\d+", k) for k in keys):  # argN keys, some missing or extra
+        missing = [k for k in expected if k not in found]
+        extra = sorted(found - set(expected))
+        if missing:
+            spec = params[int(missing[0][3:])]
+            raise ArrayFileError(f"{path}: missing {', '.join(missing)} (arg{spec.index} is {spec.name}, "
+                                 f"{spec.describe()})")
+        raise ArrayFileError(f"{path}: unexpected key(s) {', '.join(extra)}; inputs are {expected[0]}..{expected[-1]}")
+    described = ", ".join(f"arg{i} = {p.name} {p.describe()}" for i, p in enumerate(params[:6]))
+    shown = ", ".join(sorted(keys)[:8]) + (", ..." if len(keys) > 8 else "")
+    message = (f"{path}: holds {len(keys)} array(s) keyed {shown}, which name none of the module's {n} "
+               f"argument(s) ({described}{', ...' if n > 6 else ''}); key them arg0..arg{n - 1} in "
+               f"parameter order (np.savez(f, arg0=..., arg1=...)), arr_0..arr_{n - 1} (np.savez(f, *arrays)) "
+               "or by the parameters' names")
+    # Where each argument's shape is held by exactly one key, say which key that is.
+    by_shape = []
+    for i, p in enumerate(params):
+        fits = [k for k in keys if shapes.get(k) in (tuple(p.shape), (num_devices, *p.shape))]
+        if len(fits) == 1:
+            by_shape.append(f"{fits[0]} -> arg{i}")
+    if by_shape and len(keys) == n:
+        message += f"; by shape: {', '.join(by_shape)}"
+    raise ArrayFileError(message)

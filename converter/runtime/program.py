@@ -511,15 +511,10 @@ def read_inputs(path: str, program: Program, per_device: bool = True) -> list[np
         arrays = _npz_members(path)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise RuntimeInputError(f"{path}: not a readable .npz file ({e})") from None
-    expected = [f"arg{i}" for i in range(len(program.params))]
-    missing = [k for k in expected if k not in arrays]
-    extra = sorted(set(arrays) - set(expected))
-    if missing:
-        spec = program.params[int(missing[0][3:])]
-        raise RuntimeInputError(f"{path}: missing {', '.join(missing)} (arg{spec.index} is {spec.name}, "
-                                f"{spec.describe()})")
-    if extra:
-        raise RuntimeInputError(f"{path}: unexpected key(s) {', '.join(extra)}; inputs are {expected[0]}..{expected[-1]}")
+    from converter.runtime.npzcheck import npz_argument_keys
+
+    expected = npz_argument_keys(path, list(arrays), program.params, {k: a.shape for k, a in arrays.items()},
+                                 program.num_devices)
     out = []
     for key in expected:
         arr = arrays[key]

@@ -37,8 +37,44 @@ def _version() -> str:
         return "0.1.0 (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a suggestion for a misspelled choice (Python's own `suggest_on_error`
+    is 3.14+); subcommands' parsers are of this class too (add_subparsers copies it)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        from converter.common.suggest import did_you_mean
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            message += did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for o in parser._option_string_actions if o.startswith("--")]  # noqa: SLF001
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: list[str]) -> None:
+    """Refuse the arguments no option took, from the parser of the subcommand they were given
+    to (its usage line), suggesting the option each misspelled one was meant to be; exit 2."""
+    from converter.common.suggest import close_names
+
+    command = getattr(args, "command", None)
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    owner = subparsers[0].choices[command] if command and subparsers else parser
+    known = _option_strings(owner) + [o for o in _option_strings(parser) if o not in ("--help", "--version")]
+    hints = []
+    for arg in extras:
+        if arg.startswith("-"):
+            flag = arg.split("=", 1)[0]
+            close = close_names(flag, known, n=1, cutoff=0.6)
+            hints.append(f"{flag}: did you mean {' or '.join(close)}?" if close
+                         else f"{flag}: `hlo-roundtrip {command or ''} --help` lists the options".replace("  ", " "))
+    owner.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hlo-roundtrip",
         description="Turn XLA HLO text dumps (TPU, GPU, CPU; optimized, fused, laid out) into portable "
                     "StableHLO that recompiles and runs on CPU.")
@@ -90,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_unknown_attributes_arg(p)
 
     p = sub.add_parser("passes", help="list the passes with a line each and their files, and the custom-call plug-ins")
+    p.add_argument("--targets", action="store_true",
+                   help="list instead every custom-call target the converter rewrites, with the pass or plug-in "
+                        "that does ('*': any target with that prefix)")
     add_plugin_args(p)
 
     sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
@@ -143,6 +182,12 @@ def cmd_convert(args) -> int:
     from converter.runtime.convert import convert_file
     from converter.mlir.serialize import module_to_bytes
 
+    if args.target_version and args.emit != "portable":
+        # Only a portable artifact is versioned; MLIR text and bytecode are what this jaxlib writes.
+        from converter.common.errors import UsageError
+
+        raise UsageError(f"--target-version applies to --emit portable only (got --emit {args.emit}); add "
+                         "--emit portable, or leave --target-version out")
     module = convert_file(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
                           pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes,
                           dump_dir=args.dump_dir,
@@ -192,6 +237,8 @@ def _source_file(fn: Callable) -> str:
 def cmd_passes(args) -> int:
     import passes
 
+    if args.targets:
+        return _print_targets()
     default = set(passes.DEFAULT_PIPELINE)
     width = max(len(n) for n in passes.PASSES)
     for name, p in sorted(passes.PASSES.items()):
@@ -204,6 +251,20 @@ def cmd_passes(args) -> int:
     print("\ncustom-call plug-ins:" if PLUGINS else "\ncustom-call plug-ins: none")
     for target in sorted(PLUGINS):
         print(f"  {target}: {coverage(target)}")
+    return EXIT_OK
+
+
+def _print_targets() -> int:
+    """Every custom-call target a pass or an installed / loaded plug-in rewrites."""
+    import passes
+    from passes.lib.plugins import PLUGINS, coverage, discover
+
+    discover()
+    rows = [(t, f"{name}  [{_source_file(p.run)}]") for name, p in passes.PASSES.items() for t in p.targets]
+    rows += [(t, f"plug-in: {coverage(t)}") for t, plugin in PLUGINS.items() if plugin.refusal is None]
+    width = max(len(t) for t, _ in rows)
+    for target, by in sorted(rows):
+        print(f"{target.ljust(width)}  {by}")
     return EXIT_OK
 
 
@@ -224,7 +285,39 @@ def cmd_rules(args) -> int:
 def cmd_run(args) -> int:
     from converter.tools.run import run_command
 
+    if args.processes:
+        _check_process_count(args.input, args.processes)
     return run_command(args)
+
+
+def _check_process_count(path: str, processes: int) -> None:
+    """Refuse, once and before any process starts, a process count that does not divide the
+    module's devices (each worker would otherwise refuse it, and print it, on its own).
+    The count is the header's; a header that does not give both counts is parsed whole (the
+    collectives imply the rest).  StableHLO inputs are left to the workers."""
+    from converter.runtime.distributed import devices_per_process
+    from converter.tools.filekind import HLO, sniff
+
+    kind = sniff(path)
+    if kind is None or kind.name != HLO:
+        return
+    from converter.hlo.proto import read_hlo_text
+
+    text = read_hlo_text(path)
+    header = re.match(r"\s*HloModule\b[^\n]*", text)
+    counts = dict(re.findall(r"\b(replica_count|num_partitions)=(\d+)", header.group(0))) if header else {}
+    if len(counts) == 2:
+        num_devices = int(counts["replica_count"]) * int(counts["num_partitions"])
+    else:
+        from converter.hlo.parser import parse_hlo
+
+        num_devices = parse_hlo(text, path).num_devices
+    from converter.common.errors import ConverterError
+
+    try:
+        devices_per_process(num_devices, processes)
+    except ConverterError as e:
+        raise ConverterError(f"{path}: error: --processes {processes}: {e}") from None
 
 
 def cmd_export(args) -> int:
@@ -313,6 +406,39 @@ def cmd_memory(args) -> int:
     return EXIT_OK
 
 
+def _native_stdout_to_stderr() -> None:
+    """In a process of a multi-process run, what native code writes to stdout (gloo's
+    `[Gloo] Rank i is connected to ...` lines, through std::cout) goes to stderr, and only
+    Python's own output (the result table) to stdout: file descriptor 1 becomes a copy of 2,
+    and sys.stdout writes to a duplicate of the original stdout."""
+    sys.stdout.flush()
+    results = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = open(results, "w", buffering=1, encoding=sys.stdout.encoding or "utf-8",  # noqa: SIM115
+                      errors=sys.stdout.errors or "strict", closefd=True)
+
+
+def _check_file_kinds(args: argparse.Namespace) -> None:
+    """Refuse up front a file of a kind its command does not read (a README, an npz, an HLO
+    dump given to `memory`), saying what it is and what was expected."""
+    from converter.tools.filekind import BUFFER_ASSIGNMENT, HLO, MLIR, check_kind
+
+    to_memory = {HLO: "; give it to `memory` with --dump, beside its buffer assignment"}
+    files: dict[str, list[tuple[str, tuple[str, ...], dict[str, str]]]] = {
+        "convert": [("dump", (HLO, MLIR), {})],
+        "inspect": [("dump", (HLO,), {})],
+        "check": [("dump", (HLO, MLIR), {})],
+        "run": [("input", (HLO, MLIR), {})],
+        "export": [("input", (HLO, MLIR), {})],
+        "compare": [("dump_a", (HLO, MLIR), {}), ("dump_b", (HLO, MLIR), {})],
+        "memory": [("buffer_assignment", (BUFFER_ASSIGNMENT,), to_memory), ("dump", (HLO, MLIR), {})],
+    }
+    for attr, accepted, hints in files.get(args.command, []):
+        path = getattr(args, attr, None)
+        if path and path != "-" and os.path.isfile(path):
+            check_kind(path, args.command, accepted, hints)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "convert": cmd_convert,
     "run": cmd_run,
@@ -334,7 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv
-    args = parser.parse_args([a for a in argv if a != "--debug"])
+    args, extras = parser.parse_known_args([a for a in argv if a != "--debug"])
+    if extras:
+        _unrecognized(parser, args, extras)
     args.debug = debug
     args.argv = argv
     args.own_process = argv_given is None  # the process is this command: its work may run in a stoppable child
@@ -362,8 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     for item in getattr(args, "callback", []):
         if not re.fullmatch(r".+=[\w.]+:[\w.]+", item):
             parser.error(f"--callback {item!r}: expected KEY=pkg.module:function (KEY: op_name or file.py:LINE)")
+    if getattr(args, "process_id", None) is not None or getattr(args, "cluster", None):
+        _native_stdout_to_stderr()
     try:
         check_output_args(args)  # before any work: a bad output path is a bad command line
+        _check_file_kinds(args)
         if getattr(args, "custom_calls", None) or getattr(args, "custom_call", None) or getattr(args, "callback", None):
             load_plugins(args)
         return COMMANDS[args.command](args)

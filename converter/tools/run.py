@@ -279,8 +279,8 @@ def _run(args, group, process_started: float | None) -> int:
         with stages.timed("checks"):
             native = unordered_reductions(program.module)
         if native and (group is None or group.process_id == 0):
-            print(f"warning: {len(native)} float all-reduce(s) too large to fold in group order run as XLA's own "
-                  f"collectives, whose summation order depends on the runtime (one process or several): "
+            print(f"warning: {len(native)} float reduction collective(s) not folded in group order run as XLA's "
+                  f"own, whose summation order depends on the runtime (one process or several): "
                   f"{', '.join(native[:4])}{' …' if len(native) > 4 else ''}", file=sys.stderr)
         engine = program
         if getattr(args, "engine", "jaxlib") == "iree":

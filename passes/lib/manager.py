@@ -12,9 +12,10 @@ from typing import Callable, TextIO
 from jaxlib.mlir import ir
 
 from converter.common.files import write_atomic
+from converter.common.suggest import did_you_mean
 from passes.lib.errors import PassError, UnknownPassError
 from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds
+from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds, keeping_targets
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -71,7 +72,8 @@ def parse_pipeline(spec: str | None) -> list[str]:
             names.extend(p for p in DEFAULT_PIPELINE if p in PASSES)
         elif name not in PASSES:
             known = ", ".join(sorted(PASSES))
-            raise UnknownPassError(f"unknown pass '{name}' in --pipeline; known passes: {known}")
+            raise UnknownPassError(f"unknown pass '{name}' in --pipeline{did_you_mean(name, PASSES, quote=chr(39))}"
+                                   f" (known passes: {known})")
         else:
             names.append(name)
     return names
@@ -140,7 +142,8 @@ def run_pipeline(
     names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     for name in names:
         if name not in PASSES:
-            raise UnknownPassError(f"unknown pass '{name}'; known passes: {', '.join(sorted(PASSES))}")
+            raise UnknownPassError(f"unknown pass '{name}'{did_you_mean(name, PASSES, quote=chr(39))} "
+                                   f"(known passes: {', '.join(sorted(PASSES))})")
     options = options or PassOptions()
     report = PipelineReport()
     if dump_dir:
@@ -161,7 +164,7 @@ def run_pipeline(
     targets: set[str] | None = None
     if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
         print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
-    with module.context, ir.Location.unknown():
+    with module.context, ir.Location.unknown(), keeping_targets(options.allow_custom_calls):
         for i, name in enumerate(names, start=1):
             if progress:
                 progress(name)

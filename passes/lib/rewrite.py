@@ -51,8 +51,24 @@ def custom_calls_of(module: ir.Module, *groups: str | Sequence[str]) -> list[lis
 
 
 def target_in(target: str, patterns: Sequence[str]) -> bool:
-    """Whether a custom-call target is one of `patterns` (exact names, or prefix*)."""
-    return any(target_matches(p, target) for p in patterns)
+    """Whether a custom-call target is one of `patterns` (exact names, or prefix*), and not
+    one the user keeps as it is (--allow-custom-call: no pass's lookup finds its calls)."""
+    return target not in _KEPT_TARGETS.get() and any(target_matches(p, target) for p in patterns)
+
+
+# The targets a pipeline run keeps as they are (PassOptions.allow_custom_calls), set by the
+# pass manager around its passes.
+_KEPT_TARGETS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("kept_targets", default=frozenset())
+
+
+@contextmanager
+def keeping_targets(targets: set[str] | frozenset[str]) -> Iterator[None]:
+    """While active, the calls of `targets` are found by no pass's lookup of its targets."""
+    token = _KEPT_TARGETS.set(frozenset(targets))
+    try:
+        yield
+    finally:
+        _KEPT_TARGETS.reset(token)
 
 
 # StableHLO's collectives.

@@ -106,6 +106,15 @@ def test_a_reduction_too_large_to_gather_stays_native_and_is_reported(monkeypatc
     module = convert_then(HLO, ["ordered-reductions"])
     kept = ordered.unordered_reductions(module)
     # whole (4 x 32 bytes) stays; pairs (2 x 32) and the reduce-scatter (its 32 bytes) fit.
-    assert kept == ["<test>:20:3: %whole"]  # named by its dump line, for the runner's warning
+    # named by its dump line, kind and reason, for the runner's warning
+    assert kept == ["<test>:20:3: %whole (all-reduce, 128 bytes to move > 64)"]
     assert len(ops_named(module, "stablehlo.all_reduce")) == 3
     assert not ops_named(module, "stablehlo.reduce_scatter")
+
+
+def test_a_reduce_scatter_kept_native_is_named_a_reduce_scatter(monkeypatch):
+    monkeypatch.setattr(ordered, "ORDERED_LIMIT_BYTES", 16)  # the reduce-scatter moves its 32 bytes
+    kept = ordered.unordered_reductions(convert_then(HLO, ["ordered-reductions"]))
+    scatters = [k for k in kept if "reduce-scatter" in k]
+    assert len(scatters) == 1 and scatters[0].endswith("(reduce-scatter, 32 bytes to move > 16)")
+    assert all("(all-reduce, " in k for k in kept if k not in scatters)

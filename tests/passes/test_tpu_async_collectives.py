@@ -80,3 +80,36 @@ def test_full_size_sample_matches_numpy_reference():
     inputs = program.random_inputs(seed=0)
     (out,) = program(*inputs)
     assert_close(out, mlp_reference(*inputs), rtol=2e-3, atol=2e-3)
+
+
+def _two_chains(carried: str) -> str:
+    """A Done carrying two all-gathers of one kind and shape from different chains: its own
+    (chain 0, over Start's input) and another chain's (chain 1, over y)."""
+    return f"""HloModule two_chains, replica_count=1, num_partitions=2
+
+ENTRY main {{
+  x = f32[2,4]{{1,0}} parameter(0)
+  y = f32[2,4]{{1,0}} parameter(1)
+  ag.x = f32[4,4]{{1,0}} all-gather(x), channel_id=1, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true, frontend_attributes={{chain_id="0"}}
+  start = (f32[2,4]{{1,0}}, f32[4,4]{{1,0}}, s32[2]{{0}}, u32[]) custom-call(ag.x), custom_call_target="AsyncCollectiveStart"
+  gx = f32[2,4]{{1,0}} get-tuple-element(start), index=0
+  buf = f32[4,4]{{1,0}} get-tuple-element(start), index=1
+  f0 = s32[2]{{0}} get-tuple-element(start), index=2
+  f1 = u32[] get-tuple-element(start), index=3
+  ag.y = f32[4,4]{{1,0}} all-gather(y), channel_id=2, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true, frontend_attributes={{chain_id="1"}}
+  ag.x2 = f32[4,4]{{1,0}} all-gather(gx), channel_id=1, replica_groups={{{{0,1}}}}, dimensions={{0}}, use_global_device_ids=true, frontend_attributes={{chain_id="0"}}
+  ROOT done = f32[4,4]{{1,0}} custom-call(gx, buf, {carried}, f0, f1), custom_call_target="AsyncCollectiveDone"
+}}
+"""
+
+
+@pytest.mark.parametrize("carried", ["ag.y, ag.x2", "ag.x2, ag.y"])
+def test_done_completes_the_collective_of_its_own_chain(carried):
+    """Of two same-kind, same-shape collectives a Done carries, the one of Start's chain_id
+    is its result, in either operand order: every device gets x gathered, never y."""
+    program = program_from_module(convert_text(_two_chains(carried), "two_chains.hlo"))
+    x = np.arange(16, dtype=np.float32).reshape(2, 2, 4)
+    y = -x - 100
+    (out,) = program(x, y)
+    gathered = np.concatenate([x[0], x[1]])
+    np.testing.assert_array_equal(out, np.stack([gathered, gathered]))  # moved bits: exact

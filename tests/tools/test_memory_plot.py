@@ -37,7 +37,7 @@ def test_peak_marker_names_its_definition(summary):
         assert "XLA's peak moment" in texts and f"position {t}, the definition of {name}" in texts
         highest = max(range(len(summary.curve)), key=summary.curve.__getitem__)
         if highest != t:  # the sample's case: XLA's moment is not the curve's maximum
-            assert f"highest point of this curve: position {highest}" in texts
+            assert f"maximum of this curve (live bytes by buffer size), not XLA's peak: position {highest}" in texts
     finally:
         plt.close(fig)
 

@@ -19,7 +19,7 @@ def check_plot_path(out: str) -> None:
 _PEAK_SOURCE = {
     "file": "XLA's peak moment, as the file states it",
     "recomputed": "XLA's peak moment, by XLA's rule over the live ranges",
-    "curve": "the highest point of the curve",
+    "curve": "the maximum of this curve (no instruction shapes: XLA's own count cannot be made)",
 }
 
 
@@ -50,7 +50,7 @@ def build_figure(s: MemorySummary):
 
     xs = list(range(len(s.curve)))
     fig, ax = plt.subplots(figsize=(13, 4.5))
-    ax.step(xs, s.curve, where="post", color="black", linewidth=1.5, label="all colors")
+    ax.step(xs, s.curve, where="post", color="black", linewidth=1.5, label="live bytes by buffer size, all colors")
     # A color with no bytes would be a flat line at zero and a legend entry for nothing.
     holding = {c: row for c, row in s.curve_by_color.items() if any(row)}
     if len(holding) > 1:
@@ -73,9 +73,10 @@ def build_figure(s: MemorySummary):
             # their own shape: the two maxima need not coincide, and the picture says so.
             other = live.sequence[highest] if highest < len(live.sequence) else "end of the schedule"
             ax.axvline(highest, color="tab:gray", linestyle=":", linewidth=1,
-                       label=f"highest point of this curve: position {highest} ({other})")
+                       label=f"maximum of this curve (live bytes by buffer size), not XLA's peak: "
+                             f"position {highest} ({other})")
     ax.set_xlabel("schedule position")
-    ax.set_ylabel("live bytes")
+    ax.set_ylabel("live bytes (by buffer size)")
     ax.yaxis.set_major_locator(MultipleLocator(binary_tick_step(max(s.curve) or 1)))
     # Round binary values read best without decimals: "512 MiB", "1.50 GiB" only if it is.
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: human_bytes(v).replace(".00 ", " ")))

@@ -43,7 +43,10 @@ def format_summary(s: MemorySummary, top: int = 10) -> str:
         at = live.sequence[t] if t < len(live.sequence) else "end of schedule"
         how = {"file": "as the file states it", "recomputed": "by XLA's rule (the file states none)",
                "curve": "the maximum of live bytes (instruction shapes unknown)"}[s.peak_source]
-        out += ["", f"peak: schedule position {t} of {live.schedule_end} ({at}), {how}"]
+        # Two maxima, each named for what it is: XLA's peak (its own count, values sized by
+        # their instruction's shape) and the maximum of the curve `--plot` draws (values sized
+        # by their buffers); they need not fall at one position.
+        out += ["", f"XLA's peak: schedule position {t} of {live.schedule_end} ({at}), {how}"]
         if s.xla_peak_bytes is not None:
             check = ""
             if s.recomputed_xla_peak_bytes is not None:
@@ -53,19 +56,23 @@ def format_summary(s: MemorySummary, top: int = 10) -> str:
             if any(e.index is None for e in live.stated_peak):
                 out.append("  (this XLA sizes each value by its instruction's shape: an element of a tuple-shaped "
                            "instruction counts as the tuple's pointer table)")
-        out.append(f"  live at the peak by buffer size: {_b(s.live_bytes_at_peak)} in {len(s.live_at_peak)} values")
+        out.append(f"  live at XLA's peak by buffer size (the plotted curve there): {_b(s.live_bytes_at_peak)} in "
+                   f"{len(s.live_at_peak)} values")
         if s.curve:
             m = max(range(len(s.curve)), key=s.curve.__getitem__)
             if s.curve[m] > s.curve[t]:
                 name = live.sequence[m] if m < len(live.sequence) else "end"
-                out.append(f"  most live bytes by buffer size: {_b(s.curve[m])} at position {m} ({name})")
+                out.append(f"maximum of the plotted curve (live bytes by buffer size): {_b(s.curve[m])} at position "
+                           f"{m} ({name}), not XLA's peak: XLA sizes each value by its instruction's shape")
+            else:
+                out.append("maximum of the plotted curve (live bytes by buffer size): at XLA's peak")
         rows = []
         for b in s.live_at_peak[:top]:
             alloc = f"{b.assigned[0].index} @{b.assigned[1].offset}" if b.assigned else "-"
             shape = b.assigned[1].shape_text if b.assigned else "-"
             rows.append([f"{b.bytes:,}", format_key(b.key), _short(shape, 48), alloc,
                          _short(b.definition.describe(), 90) if b.definition else "-"])
-        out += ["", f"largest buffers live at the peak ({min(top, len(s.live_at_peak))} of {len(s.live_at_peak)}):",
+        out += ["", f"largest buffers live at XLA's peak ({min(top, len(s.live_at_peak))} of {len(s.live_at_peak)}):",
                 _indent(table(rows, ["bytes", "value", "shape", "allocation", "defined by"], right={0}))]
     if s.unsized:
         out += ["", f"note: {len(s.unsized)} values have no shape in this dump (counted as 0 bytes), e.g. "

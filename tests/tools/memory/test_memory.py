@@ -84,7 +84,10 @@ def test_sample_cli_report(capsys):
     assert main(["memory", str(SAMPLE), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "total bytes used: 2,885,767,252" in out and "as the file states" in out
-    assert "peak: schedule position 78 of 80 (fusion)" in out
+    # Both maxima, each named: XLA's peak (78) and the plotted curve's maximum (59, fusion.17).
+    assert "XLA's peak: schedule position 78 of 80 (fusion)" in out
+    assert ("maximum of the plotted curve (live bytes by buffer size): 2,852,127,104 (2.66 GiB) at position 59 "
+            "(fusion.17), not XLA's peak") in out
     assert "830,472,464" in out and "recomputed from the live ranges: the same" in out
     assert "fusion.10{0}" in out and "preallocated-temp" in out and "color" in out
 
