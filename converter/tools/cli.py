@@ -432,6 +432,8 @@ def _check_file_kinds(args: argparse.Namespace) -> None:
         "export": [("input", (HLO, MLIR), {})],
         "compare": [("dump_a", (HLO, MLIR), {}), ("dump_b", (HLO, MLIR), {})],
         "memory": [("buffer_assignment", (BUFFER_ASSIGNMENT,), to_memory), ("dump", (HLO, MLIR), {})],
+        "extract": [("dump", (HLO,), {})],
+        "diff": [("dump_a", (HLO,), {}), ("dump_b", (HLO,), {})],
     }
     for attr, accepted, hints in files.get(args.command, []):
         path = getattr(args, attr, None)
