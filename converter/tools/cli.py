@@ -73,6 +73,20 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
     owner.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
+def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[str | None, list[str]]:
+    """The subcommand named in argv and the `--options` it has none of (nor abbreviates): found
+    before parsing, so that a misspelled option is named even where argparse would first
+    complain of a required one it then lacks (`extract x.hlo --orot`)."""
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    choices = subparsers[0].choices if subparsers else {}
+    command = next((a for a in argv if a in choices), None)
+    owner = choices[command] if command else parser
+    known = _option_strings(owner) + _option_strings(parser)
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    return command, [a for a in words if a.startswith("--") and len(a) > 2
+                     and not any(k.startswith(a.split("=", 1)[0]) for k in known)]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="hlo-roundtrip",
@@ -462,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv
+    command, unknown = _unknown_options(parser, [a for a in argv if a != "--debug"])
+    if unknown:
+        _unrecognized(parser, argparse.Namespace(command=command), unknown)
     args, extras = parser.parse_known_args([a for a in argv if a != "--debug"])
     if extras:
         _unrecognized(parser, args, extras)
