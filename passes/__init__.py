@@ -12,6 +12,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cudnn_fmha,
     cse,
     cusolver,
+    cusparse,
     custom_call_plugins,
     custom_call_policy,
     drop_default_attributes,

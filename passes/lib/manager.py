@@ -32,6 +32,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cublas-gemm",
     "cudnn-conv",
     "cusolver",
+    "cusparse",
     "te-fused-attention",
     "cudnn-fmha",
     "drop-unused-results",

@@ -1,0 +1,177 @@
+"""Real optimized GPU dumps (tests/passes/linalg/dumps/jax010 and jax012, written by
+generate_dumps.py for one H100, deviceless, with jax 0.10.2 and 0.12.0.1) of the programs in
+cases.py: jaxlib's cuSOLVER/cuSPARSE/hybrid calls that the cusolver and cusparse passes
+rewrite.  Each converts with the default pipeline and runs on CPU; the oracle is JAX running
+the same program on CPU (its own LAPACK lowering).  Decompositions defined only up to a
+unit factor per vector (eigenvectors, singular vectors) are compared by what is invariant:
+values (in JAX's order: both sides are LAPACK here, which orders them alike), A·V = V·Λ,
+U·Σ·Vᴴ = A, orthonormality, and the vectors after fixing each one's phase.
+
+Tolerances: f32/c64 inputs of order ≤ 7 with O(1) entries; a backward-stable decomposition
+has residuals of a few ulps (2^-23) times n·‖A‖, 1e-4·‖A‖ leaves ~100x; where both sides
+run the same LAPACK routine on the same input, the outputs differ only by how XLA compiles
+the code around the call, TOLERANCES' float32 allowance (2e-5 relative, 1e-5 absolute)
+with 10x for the eigenvectors of nearly defective random matrices (their condition)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import jax
+import numpy as np
+import pytest
+
+from converter.runtime.convert import convert_text
+from tests.helpers import assert_close, convert_program
+from tests.passes.linalg.cases import cases, random_inputs
+
+DUMPS = pathlib.Path(__file__).resolve().parent / "dumps"
+CASES = sorted((p.parent.name, p.stem) for p in DUMPS.glob("jax*/*.hlo"))
+RESIDUAL = 1e-4
+
+
+def _run(text: str, inputs):
+    program = convert_program(text)
+    assert "custom_call @cu" not in str(program.module) and "custom_call @hip" not in str(program.module)
+    return [np.asarray(x) for x in program(*inputs)]
+
+
+def _phase_fixed(v: np.ndarray) -> np.ndarray:
+    """Each column divided by the phase of its largest entry (eigen- and singular vectors
+    are unique only up to that)."""
+    rows = np.argmax(np.abs(v), axis=-2)
+    top = np.take_along_axis(v, rows[..., None, :], axis=-2)
+    return v * (np.abs(top) / top)
+
+
+def _residual(x: np.ndarray, scale: np.ndarray) -> float:
+    return float(np.max(np.abs(x)) / max(float(np.max(np.abs(scale))), 1.0))
+
+
+def _adjoint(x: np.ndarray) -> np.ndarray:
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def check(kind: str, inputs: list[np.ndarray], got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+    a = inputs[0].astype(np.complex128)
+    if kind in ("eig", "eig_left"):
+        w_got, *vectors = got
+        assert_close(w_got, want[0], rtol=2e-5, atol=2e-5, what="eigenvalues")
+        for i, v in enumerate(vectors):
+            v = v.astype(np.complex128)
+            lam = w_got.astype(np.complex128)[..., None, :]
+            left = kind == "eig_left" and i == 0
+            # right: A v = v λ; left (LAPACK's vl): vᴴ A = λ vᴴ, i.e. Aᴴ v = v conj(λ)
+            r = (_adjoint(a) @ v - v * np.conj(lam)) if left else (a @ v - v * lam)
+            assert _residual(r, a) < RESIDUAL, kind
+            np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1.0, rtol=1e-5)
+            assert_close(_phase_fixed(v), _phase_fixed(want[1 + i].astype(np.complex128)), rtol=2e-4, atol=2e-4,
+                         what="eigenvectors")
+    elif kind == "eigvals":
+        assert_close(got[0], want[0], rtol=2e-5, atol=2e-5)
+    elif kind == "svd":
+        u, s, vt = got  # lax.linalg.svd's order
+        u, vt = u.astype(np.complex128), vt.astype(np.complex128)
+        assert_close(s, want[1], rtol=2e-5, atol=2e-5, what="singular values")
+        k = s.shape[-1]
+        rebuilt = (u[..., :, :k] * s[..., None, :]) @ vt[..., :k, :]
+        assert _residual(rebuilt - a, a) < RESIDUAL
+        for q in (_adjoint(u) @ u, vt @ _adjoint(vt)):
+            assert _residual(q - np.eye(q.shape[-1]), np.ones(1)) < RESIDUAL
+        assert_close(_phase_fixed(u[..., :, :k]), _phase_fixed(want[0].astype(np.complex128)[..., :, :k]),
+                     rtol=1e-4, atol=1e-4, what="left singular vectors")
+    elif kind == "svd_values":
+        assert_close(got[0], want[0], rtol=2e-5, atol=2e-5)
+    elif kind == "tridiagonal_solve":
+        dl, d, du, b = (x.astype(np.complex128) for x in inputs)
+        x = got[0].astype(np.complex128)
+        product = d[..., None] * x
+        product[..., 1:, :] += dl[..., 1:, None] * x[..., :-1, :]
+        product[..., :-1, :] += du[..., :-1, None] * x[..., 1:, :]
+        assert _residual(product - b, b) < RESIDUAL
+        assert_close(got[0], want[0], rtol=2e-5, atol=1e-5)
+    else:  # tridiagonal, qr_pivoting, ormqr, plain: the same LAPACK routine on both sides
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, rtol=2e-5, atol=1e-5, what=f"output {i}")
+
+
+@pytest.mark.parametrize("version, name", CASES, ids=[f"{v}-{n}" for v, n in CASES])
+def test_gpu_linalg_dump_matches_jax_on_cpu(version, name):
+    case = cases()[name]
+    text = (DUMPS / version / f"{name}.hlo").read_text()
+    assert f'custom_call_target="{case.target}"' in text
+    inputs = random_inputs(case)
+    got = _run(text, inputs)
+    want = [np.asarray(x) for x in jax.tree.leaves(jax.jit(case.reference or case.fn)(*inputs))]
+    if case.kind == "cholesky_update":
+        # jaxlib's GPU kernel rotates only the columns i ≥ k of row k (what is below the
+        # diagonal stays as it was: zero); JAX's CPU fallback rotates them all, leaving
+        # round-off below the diagonal.  Compare the factor, then RᵀR = A + wwᵀ.
+        r, w = inputs
+        assert np.all(np.tril(got[0], -1) == 0)
+        assert_close(np.triu(got[0]), np.triu(want[0]), rtol=2e-5, atol=1e-5)
+        a = r.T.astype(np.float64) @ r + np.outer(w, w)
+        assert _residual(got[0].T.astype(np.float64) @ got[0] - a, a) < RESIDUAL
+        return
+    check(case.kind, inputs, got, want)
+
+
+HIP_NAMES = {"cusolver_": "hipsolver_", "cuhybrid_": "hiphybrid_", "cusparse_": "hipsparse_", "cu_": "hip_"}
+
+
+@pytest.mark.parametrize("name", ["eig_f32", "svd_qr_wide_econ", "tridiagonal_solve", "qr_pivoting",
+                                  "cholesky_update", "tridiagonal_solve_perturbed"])
+def test_hip_twins_convert_alike(name):
+    """No ROCm compiler runs here: the hip twins are these dumps with the targets renamed
+    (jaxlib registers the same handlers under the `hip` prefix), which must convert to the
+    same numbers."""
+    case = cases()[name]
+    text = (DUMPS / "jax012" / f"{name}.hlo").read_text()
+    hip = re.sub(r'custom_call_target="(cusolver_|cuhybrid_|cusparse_|cu_)',
+                 lambda m: f'custom_call_target="{HIP_NAMES[m.group(1)]}', text)
+    assert hip != text
+    inputs = random_inputs(case)
+    for g, w in zip(_run(hip, inputs), _run(text, inputs)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_geev_packs_conjugate_pairs_as_cusolver_does():
+    """The real geev call's eigenvectors, read straight from the rewrite (before JAX's
+    unpacking in the dump): LAPACK's packed form, columns (Re v, Im v) for a conjugate pair.
+    A rotation block has eigenvalues ±i with v = (1, ∓i)/√2 (LAPACK: first of the pair +i)."""
+    text = """HloModule geev
+ENTRY main {
+  a = f32[3,3]{0,1} parameter(0)
+  e = (f32[3,3]{0,1}, c64[3]{0}, f32[3,3]{0,1}, f32[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="cusolver_geev_ffi", operand_layout_constraints={f32[3,3]{0,1}}, api_version=API_VERSION_TYPED_FFI, backend_config={left = false, right = true}
+  w = c64[3]{0} get-tuple-element(e), index=1
+  vr = f32[3,3]{0,1} get-tuple-element(e), index=3
+  ROOT t = (c64[3]{0}, f32[3,3]{0,1}) tuple(w, vr)
+}
+"""
+    a = np.array([[0, -1, 0], [1, 0, 0], [0, 0, 2]], np.float32)
+    w, vr = _run(text, [a])
+    np.testing.assert_allclose(w, [1j, -1j, 2], atol=1e-6)
+    s = np.sqrt(0.5)
+    expected = np.array([[s, 0, 0], [0, -s, 0], [0, 0, 1]], np.float32)
+    # LAPACK's vector for +i is (1, -i)/√2 up to a real sign: columns Re = (s, 0, 0), Im = (0, -s, 0)
+    signs = np.sign(vr[np.argmax(np.abs(vr), axis=0), range(3)]) * np.sign(
+        expected[np.argmax(np.abs(expected), axis=0), range(3)])
+    np.testing.assert_allclose(vr * signs, expected, atol=1e-6)
+
+
+def test_used_workspace_result_is_refused():
+    """The first result of cuSOLVER's gesvd is its overwritten input: nothing defines it, so a
+    program that reads it is refused at the call's line, not given numbers."""
+    text = """HloModule gesvd
+ENTRY main {
+  a = f32[4,3]{0,1} parameter(0)
+  e = (f32[4,3]{0,1}, f32[3]{0}, f32[4,4]{0,1}, f32[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="cusolver_gesvd_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={compute_uv = true, full_matrices = true, transposed = false}
+  ROOT w = f32[4,3]{0,1} get-tuple-element(e), index=0
+}
+"""
+    with pytest.raises(Exception, match=r":4:\d+: error: .*cusolver_gesvd_ffi.*still used"):
+        convert_text(text)
