@@ -9,6 +9,7 @@ CPU as the oracle.  Each case names the GPU call its dump must hold."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Callable
 
 import numpy as np
@@ -25,6 +26,8 @@ class Case:
 
 
 def random_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
+    if case.kind.startswith("sparse_"):
+        return sparse_inputs(case, seed)
     rng = np.random.default_rng(seed)
     out = []
     for shape, dtype in case.inputs:
@@ -43,6 +46,7 @@ def random_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+@cache  # one function per case: jax.jit caches its compilations by function
 def cases() -> dict[str, Case]:
     import jax
     import jax.numpy as jnp
@@ -90,5 +94,60 @@ def cases() -> dict[str, Case]:
              "cuhybrid_geqp3", "qr_pivoting"),
         Case("cholesky_update", lambda r, w: (lax.linalg.cholesky_update(r, w),),
              (((4, 4), "float32"), ((4,), "float32")), "cu_cholesky_update_ffi", "cholesky_update"),
-    ]
+    ] + sparse_cases()
     return {case.name: case for case in all_}
+
+
+# jax.experimental.sparse's CSR and COO on GPU: the cuSPARSE calls (their descriptors are
+# packed at lowering time by jaxlib, which needs a GPU: generate_dumps.py packs them itself).
+# Inputs: a 5x6 matrix with 7 stored entries, sorted by row then column (what cuSPARSE's COO
+# calls require), one entry stored twice (summed), and for COO/CSR products a vector or
+# matrix operand.
+SPARSE_SHAPE = (5, 6)
+SPARSE_ROWS = np.array([0, 0, 1, 3, 3, 3, 4], np.int32)
+SPARSE_COLS = np.array([1, 4, 0, 2, 2, 5, 3], np.int32)
+SPARSE_INDPTR = np.array([0, 2, 3, 3, 6, 7], np.int32)
+
+
+def sparse_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    kind = case.kind.split("_", 1)[1]
+    data = rng.standard_normal(7).astype(np.float32)
+    out = []
+    for shape, dtype in case.inputs:
+        out.append(rng.standard_normal(shape).astype(dtype))
+    if kind == "fromdense":
+        dense = out[0] * (rng.random(SPARSE_SHAPE) < 0.3)
+        return [dense.astype(np.float32)]
+    fmt = case.name.split("_")[0]
+    head = [data, SPARSE_COLS, SPARSE_INDPTR] if fmt == "csr" else [data, SPARSE_ROWS, SPARSE_COLS]
+    return head + out
+
+
+def sparse_cases() -> list[Case]:
+    from jax.experimental import sparse
+
+    def csr(d, i, p):
+        return sparse.CSR((d, i, p), shape=SPARSE_SHAPE)
+
+    def coo(d, r, c):
+        return sparse.COO((d, r, c), shape=SPARSE_SHAPE, rows_sorted=True)
+
+    return [
+        Case("csr_todense", lambda d, i, p: (csr(d, i, p).todense(),), (), "cusparse_csr_todense_ffi",
+             "sparse_todense"),
+        Case("coo_todense", lambda d, r, c: (coo(d, r, c).todense(),), (), "cusparse_coo_todense_ffi",
+             "sparse_todense"),
+        Case("csr_matvec", lambda d, i, p, x, y: (csr(d, i, p) @ x, csr(d, i, p).T @ y),
+             (((6,), "float32"), ((5,), "float32")), "cusparse_csr_matvec_ffi", "sparse_product"),
+        Case("csr_matmat", lambda d, i, p, x, y: (csr(d, i, p) @ x, csr(d, i, p).T @ y),
+             (((6, 3), "float32"), ((5, 2), "float32")), "cusparse_csr_matmat_ffi", "sparse_product"),
+        Case("coo_matvec", lambda d, r, c, x, y: (coo(d, r, c) @ x, coo(d, r, c).T @ y),
+             (((6,), "float32"), ((5,), "float32")), "cusparse_coo_matvec_ffi", "sparse_product"),
+        Case("coo_matmat", lambda d, r, c, x, y: (coo(d, r, c) @ x, coo(d, r, c).T @ y),
+             (((6, 3), "float32"), ((5, 2), "float32")), "cusparse_coo_matmat_ffi", "sparse_product"),
+        Case("csr_fromdense", lambda a: tuple(sparse.CSR.fromdense(a, nse=12)._bufs), (((5, 6), "float32"),),
+             "cusparse_csr_fromdense_ffi", "sparse_fromdense"),
+        Case("coo_fromdense", lambda a: tuple(sparse.COO.fromdense(a, nse=12)._bufs), (((5, 6), "float32"),),
+             "cusparse_coo_fromdense_ffi", "sparse_fromdense"),
+    ]

@@ -21,6 +21,7 @@ import re
 import jax
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from converter.runtime.convert import convert_text
 from tests.helpers import assert_close, convert_program
@@ -175,3 +176,48 @@ ENTRY main {
 """
     with pytest.raises(Exception, match=r":4:\d+: error: .*cusolver_gesvd_ffi.*still used"):
         convert_text(text)
+
+
+@pytest.fixture(scope="module")
+def sparse_programs():
+    """The jax 0.12 CSR/COO dumps, converted once."""
+    return {name: convert_program((DUMPS / "jax012" / f"{name}.hlo").read_text())
+            for name in ("csr_matmat", "coo_matvec", "csr_fromdense", "coo_fromdense")}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_sparse_dumps_match_jax_for_any_pattern(sparse_programs, data):
+    """Any stored pattern in the dumps' 5x6, 7-entry shape: repeated entries (summed), entries
+    in any order (the CSR rows from any nondecreasing indptr, empty rows included), and
+    dense matrices with any count of nonzeros, fewer or more than the 12 slots
+    (fromdense keeps the first 12 in row-major order); against JAX's CPU result."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31 - 1)))
+    values = rng.standard_normal(7).astype(np.float32)
+    cols = rng.integers(0, 6, 7).astype(np.int32)
+    rows = np.sort(rng.integers(0, 5, 7)).astype(np.int32)
+    indptr = np.searchsorted(rows, np.arange(6)).astype(np.int32)  # CSR of the same rows
+    x, y = rng.standard_normal((6, 3)).astype(np.float32), rng.standard_normal((5, 2)).astype(np.float32)
+    v, w = rng.standard_normal(6).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    dense = (rng.standard_normal((5, 6)) * (rng.random((5, 6)) < data.draw(st.floats(0, 1)))).astype(np.float32)
+    for name, inputs in (("csr_matmat", [values, cols, indptr, x, y]), ("coo_matvec", [values, rows, cols, v, w]),
+                         ("csr_fromdense", [dense]), ("coo_fromdense", [dense])):
+        case = cases()[name]
+        got = [np.asarray(g) for g in sparse_programs[name](*inputs)]
+        want = [np.asarray(t) for t in jax.tree.leaves(jax.jit(case.fn)(*inputs))]
+        for i, (g, t) in enumerate(zip(got, want)):
+            assert_close(g, t, rtol=2e-5, atol=1e-5, what=f"{name} output {i}")
+
+
+def test_singular_tridiagonal_system_gives_nan_as_jax_on_cpu():
+    """gtsv2 does not report a singular system; JAX on CPU (LAPACK gtsv) answers NaN for it,
+    and so does the rewrite (a zero column makes the matrix singular)."""
+    case = cases()["tridiagonal_solve"]
+    dl, d, du, b = random_inputs(case)
+    dl[1, 3], d[1, 3], du[1, 3] = 0, 0, 0  # row 3 of system 1 is zero
+    dl[1, 4] = du[1, 2] = 0
+    d[1, 3] = 0
+    got = _run((DUMPS / "jax012" / "tridiagonal_solve.hlo").read_text(), [dl, d, du, b])[0]
+    want = np.asarray(jax.jit(case.fn)(dl, d, du, b)[0])
+    assert np.isnan(want[1]).all() and np.isnan(got[1]).all()
+    assert_close(got[0], want[0], rtol=2e-5, atol=1e-5)
