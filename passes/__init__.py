@@ -11,6 +11,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cudnn_conv,
     cudnn_fmha,
     cse,
+    cub_sort,
     cusolver,
     cusparse,
     custom_call_plugins,

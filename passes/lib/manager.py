@@ -26,6 +26,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "tpu-custom-calls",
     "pallas-tpu",
     "topk",
+    "cub-sort",
     "xla-builder-math",
     "dynamic-shape-calls",
     "threefry",
