@@ -18,6 +18,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     custom_call_policy,
     drop_default_attributes,
     drop_unused_results,
+    gpu_assert,
     dynamic_shape_calls,
     inline,
     legalize_chlo,

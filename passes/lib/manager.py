@@ -27,6 +27,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "pallas-tpu",
     "topk",
     "cub-sort",
+    "gpu-assert",
     "xla-builder-math",
     "dynamic-shape-calls",
     "threefry",
