@@ -10,6 +10,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cublas_gemm,
     cudnn_conv,
     cudnn_fmha,
+    cudnn_rnn,
     cse,
     cub_sort,
     cusolver,

@@ -37,6 +37,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cusparse",
     "te-fused-attention",
     "cudnn-fmha",
+    "cudnn-rnn",
     "drop-unused-results",
     "custom-call-policy",
     "matmul-convolutions",
