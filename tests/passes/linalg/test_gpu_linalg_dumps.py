@@ -228,3 +228,18 @@ def test_singular_tridiagonal_system_gives_nan_as_jax_on_cpu():
     want = np.asarray(jax.jit(case.fn)(dl, d, du, b)[0])
     assert np.isnan(want[1]).all() and np.isnan(got[1]).all()
     assert_close(got[0], want[0], rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["svd_qr_tall", "svd_qr_c64"])
+def test_hipsolver_gesdd_is_lapacks_gesdd(name):
+    """`hipsolver_gesdd_ffi` (SvdAlgorithm.DIVIDE_AND_CONQUER, ROCm only) takes gesvd's
+    operands and attributes with transposed = false: the gesvd dumps with that target, against
+    JAX's CPU SVD (invariants, as for gesvd)."""
+    case = cases()[name]
+    text = (DUMPS / "jax012" / f"{name}.hlo").read_text().replace('"cusolver_gesvd_ffi"', '"hipsolver_gesdd_ffi"')
+    assert "hipsolver_gesdd_ffi" in text and "transposed = false" in text
+    inputs = random_inputs(case)
+    program = convert_program(text)
+    assert "lapack_sgesdd_ffi" in str(program.module) or "lapack_cgesdd_ffi" in str(program.module)
+    got = [np.asarray(x) for x in program(*inputs)]
+    check("svd", inputs, got, [np.asarray(x) for x in jax.tree.leaves(jax.jit(case.fn)(*inputs))])
