@@ -16,9 +16,10 @@ DenseVecDescriptors (type, size) and the cuSPARSE operation (0: A, 1: Aᵀ), for
 DenseMatDescriptors (type, rows, cols, batch count, batch stride) and the operation.  The
 last result is cuSPARSE's workspace (must be unused).  In plain StableHLO:
 - todense: a scatter-add of data at (row, col) into zeros (entries stored twice are summed;
-  CSR rows from indptr: entry j is in row r where indptr[r] <= j < indptr[r+1]; entries
-  outside [indptr[0], indptr[rows]) or out of bounds are not stored);
-- matvec / matmat: the dense matrix (as todense) times the operand, or its transpose;
+  CSR rows from indptr by binary search: entry j is in row r where indptr[r] <= j <
+  indptr[r+1]; entries outside [indptr[0], indptr[rows]) or out of bounds are not stored);
+- matvec / matmat: each entry's data times the operand's row `col`, scatter-added into the
+  result's row `row` (Aᵀ: row and col exchanged), O(nnz) without a dense A;
 - fromdense: the nonzeros in row-major order (a stable sort of positions by "is zero"), the
   first nnz of them; cuSPARSE leaves the slots past the matrix's count of nonzeros unwritten:
   here they hold data 0 and indices 0, as JAX's CPU implementation writes them
@@ -81,9 +82,8 @@ def lower_sparse(op: ir.Operation) -> None:
         else:
             data, first, second, *rest = list(op.operands)
             row, col = (_csr_rows(first, second, rows), first) if fmt == "csr" else (first, second)
-            dense = _scatter_add(data, row, col, rows, cols)
             if kind == "todense":
-                values = [dense]
+                values = [_scatter_add(data, [row, col], [rows, cols])]
             else:
                 offset = SPARSE_MAT_BYTES + 2 * (DENSE_VEC_BYTES if kind == "matvec" else DENSE_MAT_BYTES)
                 if len(opaque) < offset + 4:
@@ -92,43 +92,77 @@ def lower_sparse(op: ir.Operation) -> None:
                 if operation not in (0, 1):
                     raise rewrite.op_error(op, f"cuSPARSE operation {operation} (conjugate transpose) is not supported")
                 (x,) = rest
-                values = [_product(dense, x, transpose=operation == 1, result_type=results[0].type)]
+                if operation == 1:  # Aᵀ: the stored entry (r, c) is (c, r)
+                    row, col, rows, cols = col, row, cols, rows
+                values = [_product(data, row, col, x, rows, cols)]
     rewrite.replace(op, values + [None])
 
 
 def _csr_rows(indices: ir.Value, indptr: ir.Value, rows: int) -> ir.Value:
-    """The row of each stored entry j: #{r in 0..rows : indptr[r] <= j} − 1 (rows where j is
-    past indptr[rows], −1 before indptr[0]: both out of bounds, so not stored)."""
+    """The row of each stored entry j: #{r in 0..rows : indptr[r] <= j} − 1, by a binary
+    search of the (nondecreasing) indptr: rows where j is past indptr[rows] and −1 before
+    indptr[0], both out of bounds, so not stored."""
     (nnz,) = builders.shape_of(indices)
     s32 = ir.IntegerType.get_signless(32)
-    ptr = builders.convert(indptr, s32)
-    j = builders.iota(s32, [nnz, rows + 1], 0)
-    started = builders.compare(builders.broadcast_in_dim(ptr, [nnz, rows + 1], [1]), j, "LE", "SIGNED")
-    count = builders.reduce(builders.convert(started, s32), [1], "add", 0)
+    count = _upper_bound(builders.convert(indptr, s32), builders.iota(s32, [nnz], 0))
     return builders.convert(builders.binary("subtract", count, builders.scalar_constant(1, s32, [nnz])),
                             builders.element_type_of(indices))
 
 
-def _scatter_add(data: ir.Value, row: ir.Value, col: ir.Value, rows: int, cols: int) -> ir.Value:
-    """zeros[rows, cols] with data[j] added at (row[j], col[j]); out-of-bounds entries dropped."""
-    (nnz,) = builders.shape_of(data)
-    element = builders.element_type_of(data)
+def _upper_bound(sorted_values: ir.Value, queries: ir.Value) -> ir.Value:
+    """For each query q: #{i : sorted_values[i] <= q} (s32), by ⌈log2(n+1)⌉ halving steps
+    of a binary search (a loop)."""
+    (n,) = builders.shape_of(sorted_values)
+    (m,) = builders.shape_of(queries)
     s32 = ir.IntegerType.get_signless(32)
-    row, col = builders.convert(row, s32), builders.convert(col, s32)
+    if n == 0:
+        return builders.scalar_constant(0, s32, [m])
+    steps = max(n, 1).bit_length()
+
+    def cond(i, lo, hi):
+        return builders.compare(i, builders.scalar_constant(steps, s32), "LT", "SIGNED")
+
+    def body(i, lo, hi):
+        one = builders.scalar_constant(1, s32, [m])
+        mid = builders.binary("shift_right_logical", builders.binary("add", lo, hi), one)
+        probe = builders.binary("minimum", mid, builders.scalar_constant(n - 1, s32, [m]))
+        at_mid = builders.gather(sorted_values, builders.reshape(probe, [m, 1]), [m], offset_dims=[],
+                                 collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1, slice_sizes=[1])
+        searching = builders.compare(lo, hi, "LT", "SIGNED")
+        go_right = builders.binary("and", searching, builders.compare(at_mid, queries, "LE", "SIGNED"))
+        go_left = builders.binary("and", searching, builders.unary("not", go_right))
+        return [builders.binary("add", i, builders.scalar_constant(1, s32)),
+                builders.select(go_right, builders.binary("add", mid, one), lo), builders.select(go_left, mid, hi)]
+
+    # a loop, not unrolled steps: XLA would fold the first steps' constant arrays at compile time
+    _, lo, _ = builders.while_loop([builders.scalar_constant(0, s32), builders.scalar_constant(0, s32, [m]),
+                                    builders.scalar_constant(n, s32, [m])], cond, body)
+    return lo
+
+
+def _scatter_add(updates: ir.Value, indices: list[ir.Value], bounds: list[int]) -> ir.Value:
+    """zeros[*bounds, *tail] with updates[j] ([nnz, *tail]) added at (indices[0][j], ...);
+    entries with an index out of bounds are dropped."""
+    nnz, *tail = builders.shape_of(updates)
+    element = builders.element_type_of(updates)
+    s32 = ir.IntegerType.get_signless(32)
+    indices = [builders.convert(i, s32) for i in indices]
     valid = None
-    for index, bound in ((row, rows), (col, cols)):
+    for index, bound in zip(indices, bounds):
         inside = builders.binary("and", builders.compare(index, builders.scalar_constant(0, s32, [nnz]), "GE", "SIGNED"),
                                  builders.compare(index, builders.scalar_constant(bound, s32, [nnz]), "LT", "SIGNED"))
         valid = inside if valid is None else builders.binary("and", valid, inside)
     zero_i = builders.scalar_constant(0, s32, [nnz])
-    row, col = builders.select(valid, row, zero_i), builders.select(valid, col, zero_i)
-    data = builders.select(valid, data, builders.scalar_constant(0, element, [nnz]))
-    indices = builders.concatenate([builders.reshape(row, [nnz, 1]), builders.reshape(col, [nnz, 1])], 1)
-    zeros = builders.scalar_constant(0, element, [rows, cols])
+    index = builders.concatenate([builders.reshape(builders.select(valid, i, zero_i), [nnz, 1]) for i in indices], 1)
+    shape = [nnz, *tail]
+    updates = builders.select(builders.broadcast_in_dim(valid, shape, [0]), updates,
+                              builders.scalar_constant(0, element, shape))
+    zeros = builders.scalar_constant(0, element, [*bounds, *tail])
+    k = len(bounds)
     numbers = stablehlo.ScatterDimensionNumbers.get(
-        update_window_dims=[], inserted_window_dims=[0, 1], input_batching_dims=[], scatter_indices_batching_dims=[],
-        scattered_dims_to_operand_dims=[0, 1], index_vector_dim=1)
-    scatter = builders.op("stablehlo.scatter", [zeros.type], [zeros, indices, data],
+        update_window_dims=list(range(1, 1 + len(tail))), inserted_window_dims=list(range(k)), input_batching_dims=[],
+        scatter_indices_batching_dims=[], scattered_dims_to_operand_dims=list(range(k)), index_vector_dim=1)
+    scatter = builders.op("stablehlo.scatter", [zeros.type], [zeros, index, updates],
                           {"scatter_dimension_numbers": numbers, "indices_are_sorted": ir.BoolAttr.get(False),
                            "unique_indices": ir.BoolAttr.get(False)}, regions=1)
     scalar_t = ir.RankedTensorType.get([], element)
@@ -138,12 +172,22 @@ def _scatter_add(data: ir.Value, row: ir.Value, col: ir.Value, rows: int, cols: 
     return scatter.results[0]
 
 
-def _product(dense: ir.Value, x: ir.Value, *, transpose: bool, result_type: ir.Type) -> ir.Value:
-    """op(A) · x for a vector or matrix x (cuSPARSE's TRANSPOSE: Aᵀ, not conjugated)."""
-    numbers = stablehlo.DotDimensionNumbers.get(lhs_batching_dimensions=[], rhs_batching_dimensions=[],
-                                                lhs_contracting_dimensions=[0 if transpose else 1],
-                                                rhs_contracting_dimensions=[0])
-    return builders.op1("stablehlo.dot_general", result_type, [dense, x], {"dot_dimension_numbers": numbers})
+def _product(data: ir.Value, row: ir.Value, col: ir.Value, x: ir.Value, rows: int, cols: int) -> ir.Value:
+    """A · x for the stored entries (row, col, data) of A [rows, cols] and a vector or matrix
+    x: each entry's data times x's row `col`, added into the result's row `row` (the
+    products of entries out of bounds are dropped; no dense A is formed)."""
+    (nnz,) = builders.shape_of(data)
+    _, *tail = builders.shape_of(x)
+    s32 = ir.IntegerType.get_signless(32)
+    col = builders.convert(col, s32)
+    safe_col = builders.clamp(builders.scalar_constant(0, s32), col, builders.scalar_constant(max(cols - 1, 0), s32))
+    gathered = builders.gather(x, builders.reshape(safe_col, [nnz, 1]), [nnz, *tail], offset_dims=list(range(1, 1 + len(tail))),
+                               collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1, slice_sizes=[1, *tail])
+    products = builders.binary("multiply", builders.broadcast_in_dim(data, [nnz, *tail], [0]), gathered)
+    in_cols = builders.binary("and", builders.compare(col, builders.scalar_constant(0, s32, [nnz]), "GE", "SIGNED"),
+                              builders.compare(col, builders.scalar_constant(cols, s32, [nnz]), "LT", "SIGNED"))
+    out_row = builders.select(in_cols, builders.convert(row, s32), builders.scalar_constant(-1, s32, [nnz]))
+    return _scatter_add(products, [out_row], [rows])
 
 
 def _fromdense(op: ir.Operation, fmt: str, rows: int, cols: int, nnz: int) -> list[ir.Value]:
@@ -180,11 +224,11 @@ def _fromdense(op: ir.Operation, fmt: str, rows: int, cols: int, nnz: int) -> li
     col = builders.binary("remainder", positions, builders.scalar_constant(cols, s32, [nnz]))
     if fmt == "coo":
         return [data, builders.convert(row, index_t), builders.convert(col, index_t)]
-    # indptr[r] = #{kept entries in rows < r}
+    # indptr[r] = #{kept entries in rows < r} = #{kept_row <= r − 1}: the kept rows are
+    # nondecreasing (row-major order), the unkept ones are set past the last row
     kept_row = builders.select(kept, row, builders.scalar_constant(rows, s32, [nnz]))
-    r = builders.iota(s32, [rows + 1, nnz], 0)
-    before = builders.compare(builders.broadcast_in_dim(kept_row, [rows + 1, nnz], [1]), r, "LT", "SIGNED")
-    indptr = builders.reduce(builders.convert(before, s32), [1], "add", 0)
+    indptr = _upper_bound(kept_row, builders.binary("subtract", builders.iota(s32, [rows + 1], 0),
+                                                    builders.scalar_constant(1, s32, [rows + 1])))
     return [data, builders.convert(col, index_t), builders.convert(indptr, index_t)]
 
 
