@@ -31,8 +31,11 @@ DUMPS = pathlib.Path(__file__).resolve().parent / "dumps"
 # The dumps of the running jax's version run by default, the other version's as slow tests
 # (both environments run both sets when slow tests are asked for).
 OWN_VERSION = "jax{}{:02d}".format(*map(int, jax.__version__.split(".")[:2]))
+# Forms the default run sees elsewhere too (the property test runs csr_matmat and coo_matvec
+# on many patterns; svd_polar the same call as svd_polar_full): slow tests.
+SLOW_CASES = {"csr_matvec", "coo_matmat", "coo_todense", "svd_polar_full", "eig_left_c64"}
 CASES = [pytest.param(version, name, id=f"{version}-{name}",
-                      marks=[] if version == OWN_VERSION else [pytest.mark.slow])
+                      marks=[] if version == OWN_VERSION and name not in SLOW_CASES else [pytest.mark.slow])
          for version, name in sorted((p.parent.name, p.stem) for p in DUMPS.glob("jax*/*.hlo"))]
 RESIDUAL = 1e-4
 
