@@ -75,8 +75,8 @@ PERTURBED_TARGETS = ("cu_tridiagonal_solve_perturbed", "hip_tridiagonal_solve_pe
 CHOLESKY_UPDATE_TARGETS = ("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
 
 
-@register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky and LU pivots → loops in plain ops, "
-                           "LU/QR/eigh/SVD → jaxlib's CPU LAPACK calls",
+@register_pass("cusolver", "jaxlib's GPU linear algebra: Cholesky, its update and LU pivots → loops in plain ops; "
+                           "LU/QR/eig/eigh/SVD/tridiagonal/ormqr/pivoted QR → jaxlib's CPU LAPACK calls",
                targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS + GEEV_TARGETS + HYBRID_EIG_TARGETS
                + GESVD_TARGETS + SYTRD_TARGETS + ORMQR_TARGETS + GEQP3_TARGETS + PERTURBED_TARGETS
                + CHOLESKY_UPDATE_TARGETS)

@@ -47,7 +47,7 @@ SPARSE_MAT_BYTES, DENSE_VEC_BYTES, DENSE_MAT_BYTES = 28, 8, 20
 
 
 @register_pass("cusparse", "cuSPARSE calls: tridiagonal solves (gtsv2) → jaxlib's CPU LAPACK gtsv; CSR/COO "
-                           "to/from dense and products → scatters, sorts and dots",
+                           "to/from dense and products → scatter-adds, gathers and a sort",
                targets=GTSV2_TARGETS + SPARSE_TARGETS)
 def lower_cusparse(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.custom_calls(module, GTSV2_TARGETS):
