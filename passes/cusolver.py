@@ -13,6 +13,28 @@ LAPACK's become those targets (kept, marked cpu_only by custom-call-policy):
 - `cusolver_gesvdj_ffi` (a) {compute_uv, full_matrices} → (a, s, u, V, info):
   `lapack_?gesdd_ffi` in mode 'A', 'S' or 'N', whose last matrix is Vᴴ (adjoint taken).
 `cu_lu_pivots_to_permutation` (0-based pivots) → permutation is a StableHLO loop of swaps.
+- `cusolver_gesvdp_ffi` (polar SVD; same operands, results and V as gesvdj) → `lapack_?gesdd_ffi`.
+
+The calls below become the LAPACK call JAX's own CPU lowering writes for the same
+primitive (jax/_src/lax/linalg.py; operands, attributes and results read in jaxlib's
+jaxlib/gpu/solver_kernels_ffi.cc, hybrid_kernels.cc and linalg_kernels.cu.cc):
+- `cusolver_geev_ffi` (a) {left, right} → (a, w, vl, vr, info): `lapack_?geev_ffi`.  For
+  real a, cuSOLVER returns LAPACK's packed real eigenvectors (a conjugate pair j, j+1 as
+  columns Re v_j, Im v_j) where jaxlib's CPU kernel returns them complex; packed column k
+  is Re v_k, or −Im v_k where Im w_k < 0 (the second of a pair: v_k = conj v_{k−1}).
+- `cuhybrid_eig_real` / `cuhybrid_eig_comp` (jaxlib's host-LAPACK or MAGMA geev, for left
+  eigenvectors) {magma, left, right}: LAPACK geev's own results → `lapack_?geev_ffi`.
+- `cusolver_gesvd_ffi` / `hipsolver_gesdd_ffi` (a) {full_matrices, compute_uv, transposed}
+  → (a, s, u, vt, info): `lapack_?gesvd_ffi` / `?gesdd`.  With `transposed` (m < n) the
+  kernel factors the row-major buffer, Aᵀ, so its third result is Vᴴ of A and its fourth U.
+- `cusolver_sytrd_ffi` (a) {lower} → (a, d, e, tau, info): `lapack_?sytrd_ffi` / `?hetrd`.
+- `cusolver_ormqr_ffi` (a, tau, c) {left, transpose} → c: `lapack_?ormqr_ffi` / `?unmqr`.
+- `cuhybrid_geqp3` (a, jpvt) {magma} → (a, jpvt, tau): `lapack_?geqp3_ffi`.
+- `cu_tridiagonal_solve_perturbed` (dl, d, du, b) → x: jaxlib's CPU kernel of the same
+  algorithm (jaxlib/tridiagonal_solve_perturbed.h), `tridiagonal_solve_perturbed_ffi`.
+- `cu_cholesky_update_ffi` (r, w) → (r, w): Givens rotations in plain ops (below).
+The result that holds the overwritten input (cuSOLVER's workspace) has no meaning; it must
+be unused (JAX never reads it).  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
 
 `cusolver_potrf_ffi(a)` (jax.lax.linalg.cholesky on GPU; hip: `hipsolver_potrf_ffi`)
 returns (factor, info): cuSOLVER's POTRF writes the factor into the requested triangle
@@ -29,7 +51,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
-from passes.lib.lapack import lapack_letter, pivots_to_permutation
+from passes.lib.lapack import jaxlib_cpu_call, lapack_char, lapack_letter, pivots_to_permutation
 from passes.lib.registry import PassOptions, register_pass
 
 POTRF_TARGETS = ("cusolver_potrf_ffi", "hipsolver_potrf_ffi")
@@ -39,14 +61,25 @@ LAPACK_EQUIVALENT = {
     "getrf_ffi": ("getrf", "getrf"), "getrf_batched_ffi": ("getrf", "getrf"),
     "geqrf_ffi": ("geqrf", "geqrf"), "geqrf_batched_ffi": ("geqrf", "geqrf"),
     "orgqr_ffi": ("orgqr", "ungqr"), "syevd_ffi": ("syevd", "heevd"), "gesvdj_ffi": ("gesdd", "gesdd"),
+    "gesvdp_ffi": ("gesdd", "gesdd"),
 }
 LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for prefix in (
     ("cublas", "hipblas") if "batched" in suffix else ("cusolver", "hipsolver")))
+GEEV_TARGETS = ("cusolver_geev_ffi", "hipsolver_geev_ffi")
+HYBRID_EIG_TARGETS = ("cuhybrid_eig_real", "cuhybrid_eig_comp", "hiphybrid_eig_real", "hiphybrid_eig_comp")
+GESVD_TARGETS = ("cusolver_gesvd_ffi", "hipsolver_gesvd_ffi", "cusolver_gesdd_ffi", "hipsolver_gesdd_ffi")
+SYTRD_TARGETS = ("cusolver_sytrd_ffi", "hipsolver_sytrd_ffi")
+ORMQR_TARGETS = ("cusolver_ormqr_ffi", "hipsolver_ormqr_ffi")
+GEQP3_TARGETS = ("cuhybrid_geqp3", "hiphybrid_geqp3")
+PERTURBED_TARGETS = ("cu_tridiagonal_solve_perturbed", "hip_tridiagonal_solve_perturbed")
+CHOLESKY_UPDATE_TARGETS = ("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
 
 
-@register_pass("cusolver", "cuSOLVER/cuBLAS linear algebra: Cholesky and LU pivots → loops in plain ops, "
-                           "LU/QR/eigh/SVD → jaxlib's CPU LAPACK calls",
-               targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS)
+@register_pass("cusolver", "jaxlib's GPU linear algebra: Cholesky, its update and LU pivots → loops in plain ops; "
+                           "LU/QR/eig/eigh/SVD/tridiagonal/ormqr/pivoted QR → jaxlib's CPU LAPACK calls",
+               targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS + GEEV_TARGETS + HYBRID_EIG_TARGETS
+               + GESVD_TARGETS + SYTRD_TARGETS + ORMQR_TARGETS + GEQP3_TARGETS + PERTURBED_TARGETS
+               + CHOLESKY_UPDATE_TARGETS)
 def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.custom_calls(module, POTRF_TARGETS):
         lower_potrf(op)
@@ -54,6 +87,175 @@ def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
         lower_lu_pivots_to_permutation(op)
     for op in rewrite.custom_calls(module, LAPACK_TARGETS):
         retarget_to_lapack(op)
+    for targets, lower in ((GEEV_TARGETS, lower_geev), (HYBRID_EIG_TARGETS, lower_hybrid_eig),
+                           (GESVD_TARGETS, lower_gesvd), (SYTRD_TARGETS, lower_sytrd), (ORMQR_TARGETS, lower_ormqr),
+                           (GEQP3_TARGETS, lower_geqp3), (PERTURBED_TARGETS, lower_tridiagonal_solve_perturbed),
+                           (CHOLESKY_UPDATE_TARGETS, lower_cholesky_update)):
+        for op in rewrite.custom_calls(module, targets):
+            lower(op)
+
+
+def _result_types(op: ir.Operation) -> list[ir.Type]:
+    return [r.type for r in op.results]
+
+
+def _bool_config(op: ir.Operation, name: str) -> bool:
+    config = rewrite.backend_config(op)
+    if name not in config:
+        raise rewrite.op_error(op, f"backend_config has no '{name}'")
+    return bool(config[name])
+
+
+def _eigenvector_mode(compute: bool) -> ir.Attribute:
+    return lapack_char("V" if compute else "N")
+
+
+def lower_geev(op: ir.Operation) -> None:
+    """cuSOLVER's geev → LAPACK's; real input: eigenvectors packed back into LAPACK's real form."""
+    (a,) = list(op.operands)
+    letter = lapack_letter(op, a)
+    _, w_t, vl_t, vr_t, info_t = _result_types(op)
+    left, right = _bool_config(op, "left"), _bool_config(op, "right")
+    modes = {"compute_left": _eigenvector_mode(left), "compute_right": _eigenvector_mode(right)}
+    with rewrite.at(op):
+        if letter in "cz":
+            w, vl, vr, info = jaxlib_cpu_call(f"lapack_{letter}geev_ffi", [a], [w_t, vl_t, vr_t, info_t], modes)
+        else:
+            real_t = ir.RankedTensorType.get(ir.RankedTensorType(w_t).shape, builders.element_type_of(a))
+            complex_v = ir.RankedTensorType.get(ir.RankedTensorType(vr_t).shape, ir.ComplexType(
+                ir.RankedTensorType(w_t).element_type))
+            wr, wi, vl_c, vr_c, info = jaxlib_cpu_call(f"lapack_{letter}geev_ffi", [a],
+                                                       [real_t, real_t, complex_v, complex_v, info_t], modes)
+            w = builders.op1("stablehlo.complex", w_t, [wr, wi])
+            vl, vr = _pack_conjugate_pairs(vl_c, wi), _pack_conjugate_pairs(vr_c, wi)
+    rewrite.replace(op, [None, w, vl, vr, info])
+
+
+def _pack_conjugate_pairs(v: ir.Value, wi: ir.Value) -> ir.Value:
+    """LAPACK's real packed eigenvectors from complex ones: column k is Re v_k, or −Im v_k
+    where Im w_k < 0 (then v_k = conj v_{k−1}, whose imaginary part the column holds)."""
+    shape = builders.shape_of(v)
+    rank = len(shape)
+    second_of_pair = builders.compare(wi, builders.scalar_constant(0, builders.element_type_of(wi), builders.shape_of(wi)),
+                                      "LT", "FLOAT")
+    mask = builders.broadcast_in_dim(second_of_pair, shape, list(range(rank - 2)) + [rank - 1])
+    return builders.select(mask, builders.unary("negate", builders.imag_part(v)), builders.real_part(v))
+
+
+def lower_hybrid_eig(op: ir.Operation) -> None:
+    """jaxlib's hybrid eig runs LAPACK's (or MAGMA's) geev and returns its results as they are."""
+    (a,) = list(op.operands)
+    letter = lapack_letter(op, a)
+    config = rewrite.backend_config(op)
+    modes = {"compute_left": _eigenvector_mode(bool(config.get("left", False))),
+             "compute_right": _eigenvector_mode(bool(config.get("right", True)))}
+    with rewrite.at(op):
+        values = jaxlib_cpu_call(f"lapack_{letter}geev_ffi", [a], _result_types(op), modes)
+    rewrite.replace(op, values)
+
+
+def lower_gesvd(op: ir.Operation) -> None:
+    """cuSOLVER's gesvd (hipSOLVER's gesdd) of logical A → LAPACK's gesvd (gesdd) of A."""
+    (a,) = list(op.operands)
+    letter = lapack_letter(op, a)
+    routine = "gesdd" if rewrite.call_target(op).endswith("gesdd_ffi") else "gesvd"
+    full_matrices, compute_uv = _bool_config(op, "full_matrices"), _bool_config(op, "compute_uv")
+    transposed = bool(rewrite.backend_config(op).get("transposed", False))
+    a_t, s_t, _, _, info_t = _result_types(op)
+    *batch, m, n = builders.shape_of(a)
+    k = min(m, n)
+    element = builders.element_type_of(a)
+    u_t = ir.RankedTensorType.get([*batch, m, m if full_matrices else k], element)
+    vt_t = ir.RankedTensorType.get([*batch, n if full_matrices else k, n], element)
+    mode = "N" if not compute_uv else ("A" if full_matrices else "S")
+    with rewrite.at(op):
+        _, s, u, vt, info = jaxlib_cpu_call(f"lapack_{letter}{routine}_ffi", [a], [a_t, s_t, u_t, vt_t, info_t],
+                                            {"mode": lapack_char(mode)}, aliases={0: 0})
+    if not compute_uv:
+        rewrite.replace(op, [None, s, None, None, info])
+    elif transposed:  # the kernel factored Aᵀ = V Σ Uᴴ: its "u" is A's Vᴴ (transposed back), its "vt" A's U
+        rewrite.replace(op, [None, s, vt, u, info])
+    else:
+        rewrite.replace(op, [None, s, u, vt, info])
+
+
+def lower_sytrd(op: ir.Operation) -> None:
+    (a,) = list(op.operands)
+    letter = lapack_letter(op, a)
+    uplo = lapack_char("L" if _bool_config(op, "lower") else "U")
+    with rewrite.at(op):
+        values = jaxlib_cpu_call(f"lapack_{letter}{'hetrd' if letter in 'cz' else 'sytrd'}_ffi", [a],
+                                 _result_types(op), {"uplo": uplo}, aliases={0: 0})
+    rewrite.replace(op, values)
+
+
+def lower_ormqr(op: ir.Operation) -> None:
+    a, tau, c = list(op.operands)
+    letter = lapack_letter(op, a)
+    flags = {name: ir.BoolAttr.get(_bool_config(op, name)) for name in ("left", "transpose")}
+    with rewrite.at(op):
+        values = jaxlib_cpu_call(f"lapack_{letter}{'unmqr' if letter in 'cz' else 'ormqr'}_ffi", [a, tau, c],
+                                 _result_types(op), flags, aliases={0: 2})
+    rewrite.replace(op, values)
+
+
+def lower_geqp3(op: ir.Operation) -> None:
+    a, jpvt = list(op.operands)
+    with rewrite.at(op):
+        values = jaxlib_cpu_call(f"lapack_{lapack_letter(op, a)}geqp3_ffi", [a, jpvt], _result_types(op),
+                                 aliases={0: 0, 1: 1})
+    rewrite.replace(op, values)
+
+
+def lower_tridiagonal_solve_perturbed(op: ir.Operation) -> None:
+    lapack_letter(op, op.operands[-1])  # the kernel's types: f32, f64, c64, c128
+    with rewrite.at(op):
+        values = jaxlib_cpu_call("tridiagonal_solve_perturbed_ffi", list(op.operands), _result_types(op))
+    rewrite.replace(op, values)
+
+
+def lower_cholesky_update(op: ir.Operation) -> None:
+    """R (upper, RᵀR = A) and w → R' with R'ᵀR' = A + wwᵀ, and the rotated w, as jaxlib's
+    kernel computes them: for k in 0..n−1, a Givens rotation (c, s) from (R[k,k], w[k])
+    (c, s = 1, 0 where w[k] = 0; else both scaled by max(|R[k,k]|, |w[k]|) first), applied to
+    row k of R and to w in columns i ≥ k: R[k,i], w[i] ← c·R[k,i] − s·w[i], s·R[k,i] + c·w[i]."""
+    r, w = list(op.operands)
+    shape = builders.shape_of(r)
+    element = builders.element_type_of(r)
+    if len(shape) != 2 or shape[0] != shape[1] or builders.shape_of(w) != shape[:1] or str(element) not in ("f32", "f64"):
+        raise rewrite.op_error(op, f"expects an f32/f64 matrix [n,n] and vector [n], got {r.type} and {w.type}")
+    n = shape[0]
+    s32 = ir.IntegerType.get_signless(32)
+
+    def scalar(x: ir.Value, k: ir.Value) -> ir.Value:
+        return builders.reshape(builders.dynamic_slice(x, [k], [1]), [])
+
+    def cond(k, r_k, w_k):
+        return builders.compare(k, builders.scalar_constant(n, s32), "LT", "SIGNED")
+
+    def body(k, r_k, w_k):
+        row = builders.reshape(builders.dynamic_slice(r_k, [k, zero_i], [1, n]), [n])
+        x, y = scalar(row, k), scalar(w_k, k)
+        denominator = builders.binary("maximum", builders.unary("abs", x), builders.unary("abs", y))
+        xs, ys = builders.binary("divide", x, denominator), builders.binary("divide", y, denominator)
+        rh = builders.unary("rsqrt", builders.binary("add", builders.binary("multiply", xs, xs),
+                                                     builders.binary("multiply", ys, ys)))
+        no_rotation = builders.compare(y, builders.scalar_constant(0, element), "EQ", "FLOAT")
+        c = builders.select(no_rotation, builders.scalar_constant(1, element), builders.binary("multiply", xs, rh))
+        s = builders.select(no_rotation, builders.scalar_constant(0, element),
+                            builders.unary("negate", builders.binary("multiply", ys, rh)))
+        cb, sb = (builders.broadcast_in_dim(v, [n], []) for v in (c, s))
+        new_row = builders.binary("subtract", builders.binary("multiply", cb, row), builders.binary("multiply", sb, w_k))
+        new_w = builders.binary("add", builders.binary("multiply", sb, row), builders.binary("multiply", cb, w_k))
+        active = builders.compare(builders.iota(s32, [n], 0), builders.broadcast_in_dim(k, [n], []), "GE", "SIGNED")
+        new_row, new_w = builders.select(active, new_row, row), builders.select(active, new_w, w_k)
+        r_k = builders.dynamic_update_slice(r_k, builders.reshape(new_row, [1, n]), [k, zero_i])
+        return [builders.binary("add", k, builders.scalar_constant(1, s32)), r_k, new_w]
+
+    with rewrite.at(op):
+        zero_i = builders.scalar_constant(0, s32)
+        _, r_out, w_out = builders.while_loop([zero_i, r, w], cond, body)
+    rewrite.replace(op, [r_out, w_out])
 
 
 def retarget_to_lapack(op: ir.Operation) -> None:

@@ -1,9 +1,13 @@
 """What the GPU and TPU linear-algebra rewrites share: LAPACK's type letters for jaxlib's
-CPU `lapack_*_ffi` targets, and LU pivots as a permutation in plain StableHLO."""
+CPU `lapack_*_ffi` targets, calls to those kernels laid out as JAX lays them out, and LU
+pivots as a permutation in plain StableHLO."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
@@ -50,3 +54,37 @@ def pivots_to_permutation(pivots: ir.Value, size: int, element: ir.Type) -> ir.V
 
     _, perm = builders.while_loop([zero, start], cond, body)
     return builders.convert(perm, element)
+
+
+def lapack_char(c: str) -> ir.Attribute:
+    """A LAPACK character argument ('V', 'N', 'L', ...) as jaxlib's typed-FFI calls take it: u8."""
+    return ir.IntegerAttr.get(ir.IntegerType.get_unsigned(8), ord(c))
+
+
+def jaxlib_cpu_call(target: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
+                    ffi_attrs: dict[str, ir.Attribute] | None = None,
+                    aliases: dict[int, int] | None = None) -> list[ir.Value]:
+    """A call to one of jaxlib's CPU linear-algebra kernels (`lapack_*_ffi`,
+    `tridiagonal_solve_perturbed_ffi`) laid out as JAX's `_linalg_ffi_lowering` lays it out:
+    every operand and result of the operands' largest rank is a batch of column-major
+    matrices, the rest (vectors, info) row-major; typed FFI, attributes in
+    `mhlo.backend_config`; `aliases` maps a result to the operand it overwrites."""
+    ranks_in = [len(builders.shape_of(v)) for v in operands]
+    matrix_rank = max(ranks_in)
+
+    def layout(rank: int) -> ir.Attribute:
+        return rewrite.lapack_layout(rank) if rank == matrix_rank else builders.layout_attr(range(rank - 1, -1, -1))
+
+    attrs = {
+        "call_target_name": ir.StringAttr.get(target),
+        "api_version": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
+        "backend_config": ir.StringAttr.get(""),
+        "mhlo.backend_config": ir.DictAttr.get(ffi_attrs or {}),
+        "operand_layouts": ir.ArrayAttr.get([layout(r) for r in ranks_in]),
+        "result_layouts": ir.ArrayAttr.get([layout(len(ir.RankedTensorType(t).shape)) for t in result_types]),
+    }
+    if aliases:
+        attrs["output_operand_aliases"] = ir.ArrayAttr.get(
+            [stablehlo.OutputOperandAlias.get([result] if len(result_types) > 1 else [], operand, [])
+             for result, operand in sorted(aliases.items())])
+    return list(builders.op("stablehlo.custom_call", list(result_types), list(operands), attrs).results)
