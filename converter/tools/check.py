@@ -98,7 +98,7 @@ def xla_run(path: str, hlo_text: str, program, inputs: list[np.ndarray]) -> XlaD
     try:
         return run_dump_with_xla(hlo_text, inputs, path)
     except ConverterError as e:
-        reason = f"XLA cannot run this dump: {e}"
+        why, reason = str(e), f"XLA cannot run this dump: {e}"
     sibling = before_optimizations_sibling(path)
     if sibling is None:
         return reason
@@ -113,7 +113,7 @@ def xla_run(path: str, hlo_text: str, program, inputs: list[np.ndarray]) -> XlaD
                 (program.num_devices, signature(program.params), signature(program.results)):
             return (f"{reason}; nor its before-optimizations sibling {sibling}, whose entry takes or gives "
                     "other shapes (a module before SPMD partitioning takes whole arrays)")
-        return XlaDumpRun(f"the before-optimizations sibling {sibling} (XLA could not run the dump: {e})",
+        return XlaDumpRun(f"the before-optimizations sibling {sibling} (XLA could not run the dump: {why})",
                           oracle(*inputs))
     except ConverterError as e:
         return f"{reason}; nor its before-optimizations sibling {sibling}: {e}"

@@ -75,6 +75,11 @@ def run_command(args) -> int:
     from converter.tools.options import import_options_from_args, pass_options_from_args
     from converter.runtime.sharding import assemble_global, before_optimizations_sibling, shardings_with_fallback, split_global
 
+    from converter.tools.options import refuse_native_reductions_across_processes
+
+    if refused := refuse_native_reductions_across_processes(args):
+        print(f"hlo-roundtrip run: error: {refused}", file=sys.stderr)
+        return 2
     if args.processes:
         return distributed.launch_local(distributed.worker_argv(args.argv), args.processes, args.timeout)
     group = distributed.group_from_args(args)
@@ -96,8 +101,12 @@ def run_command(args) -> int:
             if args.engine == "iree":
                 raise runtime.RuntimeInputError("--engine iree runs in one process")
             distributed.prepare(program, group, args.heartbeat_timeout)
-        from passes.ordered_reductions import unordered_reductions
+        from passes.ordered_reductions import ordered_reduction_count, unordered_reductions
 
+        if (folded := ordered_reduction_count(program.module)) and (group is None or group.process_id == 0):
+            print(f"note: {folded} float all-reduce(s)/reduce-scatter(s) summed in group order (the same bits in one "
+                  "process or several); XLA's own order may differ in the last bits (--reduction-order native)",
+                  file=sys.stderr)
         native = unordered_reductions(program.module)
         if native and (group is None or group.process_id == 0):
             print(f"warning: {len(native)} float all-reduce(s) too large to fold in group order run as XLA's own "
