@@ -253,6 +253,39 @@ def drop_layouts_and_inner_shardings(module) -> int:
     return layouts
 
 
+def split_variadic_all_reduces(module) -> int:
+    """Write each all-reduce of several operands (XLA's all-reduce combiner makes them) as
+    one all-reduce per operand, over the same groups with the same reducer: each element is
+    reduced on its own either way.  XLA's SPMD partitioner refuses them in manual mode
+    ("supports only single-operand allreduce in manual partitioning mode"); the count."""
+    from jaxlib.mlir import ir
+
+    from passes.lib.rewrite import clone_function_body
+
+    count = 0
+    for op in _walk(module.operation):
+        if op.name != "stablehlo.all_reduce" or len(op.operands) < 2:
+            continue
+        reducer = op.regions[0].blocks[0]
+        attributes = {op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))}
+        singles = []
+        for operand, result in zip(op.operands, op.results):
+            with op.location, ir.InsertionPoint(op):
+                single = ir.Operation.create("stablehlo.all_reduce", results=[result.type], operands=[operand],
+                                             attributes=attributes, regions=1)
+            with op.location:
+                block = single.regions[0].blocks.append(*[a.type for a in reducer.arguments])
+            with op.location, ir.InsertionPoint(block):
+                returned = clone_function_body(op, list(block.arguments))
+                ir.Operation.create("stablehlo.return", operands=returned)
+            singles.append(single.results[0])
+        for result, value in zip(op.results, singles):
+            result.replace_all_uses_with(value)
+        op.erase()
+        count += 1
+    return count
+
+
 def _entry_function(module):
     from jaxlib.mlir import ir
 
@@ -305,6 +338,8 @@ def xla_dump_program(hlo_text: str, path: str = "<dump>"):
         changes.append(f"{bitcasts} bitcast(s) written as transpose/reshape")
     if drop_layouts_and_inner_shardings(module):
         changes.append("its layouts left to XLA")
+    if partitions > 1 and (split := split_variadic_all_reduces(module)):
+        changes.append(f"{split} all-reduce(s) of several operands split")
     if partitions > 1:
         manual_entry_shardings(module)
         changes.append(f"entry shardings made manual ({partitions} partitions already split)")

@@ -25,7 +25,8 @@ def _sum_of_squares_dump():
 
 def test_native_order_reproduces_jax_bit_for_bit():
     """(Among the committed 4-device CPU dumps only spmd_lm_train_step's group order differs
-    from native, and XLA's manual-SPMD oracle cannot run it (a variadic all-reduce); on these
+    from native, and that dump does not give the same bits twice in either order on jaxlib's
+    CPU runtime, nor does XLA running it itself: no bit-for-bit oracle there.  On these
     generated inputs group order happens to agree with XLA too, so this shows native's bits,
     and group's within a few ulps.)"""
     import jax
@@ -57,3 +58,4 @@ def test_run_prints_the_note_and_refuses_native_across_processes(tmp_path, capsy
     assert "summed in group order" not in capsys.readouterr().err
     assert main(["run", str(dump), "--reduction-order", "native", "--processes", "2"]) == 2
     assert "--reduction-order native with --processes" in capsys.readouterr().err
+
