@@ -17,7 +17,7 @@ from converter.common.errors import ConverterError
 from converter.tools.export import export_hlo_text
 from converter.runtime.program import program_from_module, read_inputs
 from converter.runtime.sharding import before_optimizations_sibling
-from converter.runtime.xla_oracle import XlaDumpRun, run_dump_with_xla
+from converter.runtime.xla_oracle import XlaDumpRun, run_dump_with_xla, xla_dump_program
 
 EXIT_AGREE, EXIT_DIFFER, EXIT_NOT_COMPARED = 0, 3, 4
 
@@ -105,8 +105,6 @@ def xla_run(path: str, hlo_text: str, program, inputs: list[np.ndarray]) -> XlaD
     try:
         with open(sibling, encoding="utf-8") as f:
             sibling_text = f.read()
-        from converter.runtime.xla_oracle import xla_dump_program
-
         oracle, _ = xla_dump_program(sibling_text, sibling)
         signature = lambda specs: [(s.shape, s.element_type) for s in specs]  # noqa: E731
         if (oracle.num_devices, signature(oracle.params), signature(oracle.results)) != \
