@@ -50,16 +50,17 @@ from passes.sub_byte_collectives import FOLDS, MOVES, is_sub_byte_collective
 from converter.mlir.module_attributes import module_devices
 
 
-def cpu_runtime_pipeline(module: ir.Module) -> list[str]:
+def cpu_runtime_pipeline(module: ir.Module, reduction_order: str = "group") -> list[str]:
     """The passes XLA's CPU runtime needs before it can run `module`: collectives in
     cross-replica form and on byte-wide types, float sums in group order (the same bits in
-    one process or several), entry arrays of static size."""
+    one process or several; reduction_order "native" leaves XLA's own), entry arrays of
+    static size."""
     replicas, partitions = module_devices(module)
     n = replicas * partitions
     needed = ["partitions-to-replicas"] if n > 1 else []
     if any(is_sub_byte_collective(op) for op in rewrite.walk(module, MOVES + FOLDS)):
         needed = ["partitions-to-replicas", "sub-byte-collectives"]
-    if n > 1:
+    if n > 1 and reduction_order == "group":
         needed.append("ordered-reductions")
     if has_dynamic_entry(module):
         needed.append("bounds-to-static")

@@ -50,7 +50,7 @@ def _order_matters(op: ir.Operation) -> bool:
 def ordered_collectives(module: ir.Module, num_devices: int) -> list[str]:
     """Rewrite the order-sensitive all-reduces and reduce-scatters; return the locations of
     those kept native because gathering them would take too much memory."""
-    kept = []
+    kept, folded = [], 0
     for op in rewrite.walk(module, ("stablehlo.all_reduce", "stablehlo.reduce_scatter")):
         # An async_start holds exactly its collective (XLA's own importer writes them; this
         # converter's importer makes async pairs synchronous): left as it is.
@@ -74,10 +74,21 @@ def ordered_collectives(module: ir.Module, num_devices: int) -> list[str]:
             results = (all_reduce_by_gather(op, num_devices) if op.name == "stablehlo.all_reduce"
                        else reduce_scatter_by_exchange(op, num_devices))
         rewrite.replace(op, results)
+        folded += 1
+    if folded:  # for the runner to say that XLA's own order may round differently
+        with module.context:
+            module.operation.attributes[FOLDED_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), folded)
     return kept
 
 
 NATIVE_ATTR = "hlo.unordered_reductions"
+FOLDED_ATTR = "hlo.ordered_reductions"
+
+
+def ordered_reduction_count(module: ir.Module) -> int:
+    """How many float all-reduces / reduce-scatters `ordered-reductions` folded in group order."""
+    attrs = module.operation.attributes
+    return int(ir.IntegerAttr(attrs[FOLDED_ATTR]).value) if FOLDED_ATTR in attrs else 0
 
 
 @register_pass("ordered-reductions", "float all-reduce / reduce-scatter folded in group order (multi-device runs)")

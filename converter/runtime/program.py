@@ -396,7 +396,7 @@ def _random_values(rng: np.random.Generator, spec: ArgSpec, shape: tuple[int, ..
 
 
 def program_from_module(module: ir.Module, hlo: Module | None = None, path: str = "",
-                        timings: dict[str, float] | None = None) -> Program:
+                        timings: dict[str, float] | None = None, reduction_order: str = "group") -> Program:
     """Wrap a portable module, after the passes XLA's CPU runtime needs (a multi-device
     module gets `partitions-to-replicas`, ...: `passes.cpu_runtime_pipeline`)."""
     from converter.runtime.convert import run_passes
@@ -404,7 +404,7 @@ def program_from_module(module: ir.Module, hlo: Module | None = None, path: str 
 
     replicas, partitions = module_devices(module)
     timings = timings if timings is not None else {}
-    needed = cpu_runtime_pipeline(module)
+    needed = cpu_runtime_pipeline(module, reduction_order)
     if needed:
         run_passes(module, needed, path=path, timings=timings)
     params, results = _specs(_entry(module))
@@ -422,7 +422,8 @@ def load(path: str, *, pipeline: str | list[str] | None = "default", import_opti
 
     loaded = load_module_file(path, pipeline=pipeline, import_options=import_options, pass_options=pass_options,
                               context=context, allow_unknown_attributes=allow_unknown_attributes)
-    return program_from_module(loaded.module, loaded.hlo, path, loaded.timings)
+    return program_from_module(loaded.module, loaded.hlo, path, loaded.timings,
+                               pass_options.reduction_order if pass_options is not None else "group")
 
 
 # ------------------------------------------------------------------ preflight

@@ -1,5 +1,9 @@
 """`hlo-roundtrip check`: convert → run → export to HLO → convert again → run again, and
-compare; optionally also run the original dump through XLA itself."""
+compare; optionally also run the original dump through XLA itself.
+
+The verdict is what was established (DESIGN.md §4): exit 0 the values agree, 3 they
+differ, 4 a comparison asked for (`--against-xla`) could not be made, with the reason;
+never "agree" for a comparison not made."""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ from converter.runtime.compare import Difference, compare
 from converter.common.errors import ConverterError
 from converter.tools.export import export_hlo_text
 from converter.runtime.program import program_from_module, read_inputs
-from converter.runtime.xla_oracle import run_with_xla
+from converter.runtime.sharding import before_optimizations_sibling
+from converter.runtime.xla_oracle import XlaDumpRun, run_dump_with_xla, xla_dump_program
+
+EXIT_AGREE, EXIT_DIFFER, EXIT_NOT_COMPARED = 0, 3, 4
 
 
 @dataclass
@@ -31,12 +38,22 @@ class CheckRow:
 @dataclass
 class CheckReport:
     rows: list[CheckRow] = field(default_factory=list)
-    xla_note: str = ""
+    xla_asked: bool = False
+    xla_ran: str = ""  # which module XLA ran, in words, when it ran
+    xla_not_compared: str = ""  # why XLA's comparison could not be made, when asked and not made
     outputs: list[np.ndarray] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return all(r.ok for r in self.rows)
+
+    @property
+    def exit_status(self) -> int:
+        """3 when values differ; else 4 when the comparison with XLA was asked for and not
+        made; else 0."""
+        if not self.ok:
+            return EXIT_DIFFER
+        return EXIT_NOT_COMPARED if self.xla_asked and not self.xla_ran else EXIT_AGREE
 
 
 def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against_xla: bool = False,
@@ -55,15 +72,16 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
     second = program_from_module(convert_text(exported, path + " (exported)", pipeline=pipeline,
                                               import_options=import_options, pass_options=pass_options))
     out_second = second(*inputs)
-    report = CheckReport()
+    report = CheckReport(xla_asked=against_xla)
     xla_out = None
     if against_xla and loaded.hlo_text is None:
-        report.xla_note = "the input is StableHLO, not an HLO dump: XLA was not run on it"
+        report.xla_not_compared = "the input is StableHLO, not an HLO dump: XLA was not run on it"
     elif against_xla:
-        try:
-            xla_out = run_with_xla(loaded.hlo_text, inputs, num_replicas=program.num_devices)
-        except ConverterError as e:
-            report.xla_note = f"XLA cannot run this dump itself, so it was not compared: {e}"
+        run = xla_run(path, loaded.hlo_text, program, inputs)
+        if isinstance(run, str):
+            report.xla_not_compared = run
+        else:
+            report.xla_ran, xla_out = run.what, run.outputs
     for spec, a, b in zip(program.results, out_first, out_second):
         row = CheckRow(f"out{spec.index}", np.asarray(a).dtype.name, tuple(np.shape(a)), compare(b, a, rtol, atol))
         if xla_out is not None:
@@ -71,6 +89,32 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
         report.rows.append(row)
     report.outputs = list(out_first)
     return report
+
+
+def xla_run(path: str, hlo_text: str, program, inputs: list[np.ndarray]) -> XlaDumpRun | str:
+    """XLA's outputs for the dump (or, when XLA cannot run the dump, for its
+    before-optimizations sibling if that takes the same arguments and gives the same
+    results), or why neither could be run."""
+    try:
+        return run_dump_with_xla(hlo_text, inputs, path)
+    except ConverterError as e:
+        why, reason = str(e), f"XLA cannot run this dump: {e}"
+    sibling = before_optimizations_sibling(path)
+    if sibling is None:
+        return reason
+    try:
+        with open(sibling, encoding="utf-8") as f:
+            sibling_text = f.read()
+        oracle, _ = xla_dump_program(sibling_text, sibling)
+        signature = lambda specs: [(s.shape, s.element_type) for s in specs]  # noqa: E731
+        if (oracle.num_devices, signature(oracle.params), signature(oracle.results)) != \
+                (program.num_devices, signature(program.params), signature(program.results)):
+            return (f"{reason}; nor its before-optimizations sibling {sibling}, whose entry takes or gives "
+                    "other shapes (a module before SPMD partitioning takes whole arrays)")
+        return XlaDumpRun(f"the before-optimizations sibling {sibling} (XLA could not run the dump: {why})",
+                          oracle(*inputs))
+    except ConverterError as e:
+        return f"{reason}; nor its before-optimizations sibling {sibling}: {e}"
 
 
 def format_report(report: CheckReport) -> str:
@@ -84,9 +128,16 @@ def format_report(report: CheckReport) -> str:
     widths = [max(len(x[i]) for x in rows + [header]) for i in range(len(header))]
     line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
-    if report.xla_note:
-        out.append(report.xla_note)
-    out.append("verdict: " + ("the outputs agree" if report.ok else
-                              "outputs differ beyond the dtype tolerance: " +
-                              ", ".join(r.name for r in report.rows if not r.ok)))
+    if report.xla_ran:
+        out.append(f"XLA ran {report.xla_ran}")
+    status = report.exit_status
+    if status == EXIT_DIFFER:
+        verdict = ("outputs differ beyond the dtype tolerance: " + ", ".join(r.name for r in report.rows if not r.ok))
+        if report.xla_not_compared:
+            verdict += f" (round trip only: XLA was not compared: {report.xla_not_compared})"
+    elif status == EXIT_NOT_COMPARED:
+        verdict = ("NOT COMPARED with XLA (the round trip agrees): " + report.xla_not_compared)
+    else:
+        verdict = "the outputs agree" + (" (round trip and XLA)" if report.xla_ran else " (round trip)")
+    out.append("verdict: " + verdict)
     return "\n".join(out)

@@ -74,6 +74,21 @@ def add_distributed_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heartbeat-timeout", type=int, default=30, metavar="S",
                    help="seconds after which a silent process is taken for dead and every process stops (default 30)")
     g.add_argument("--timeout", type=float, metavar="S", help="with --processes: stop every process after S seconds")
+    p.add_argument("--reduction-order", choices=["group", "native"], default="group",
+                   help="how float all-reduces/reduce-scatters sum across devices: group (default) folds in group "
+                        "order, the same bits in one process or several, which may differ from XLA's own order in the "
+                        "last bits; native runs XLA's own collectives (XLA's bits; one process only)")
+
+
+def refuse_native_reductions_across_processes(args) -> str | None:
+    """Why --reduction-order native cannot be used with these arguments, or None."""
+    if getattr(args, "reduction_order", "group") != "native":
+        return None
+    several = [f for f in ("processes", "num_processes", "coordinator", "cluster") if getattr(args, f, None)]
+    if several:
+        return (f"--reduction-order native with --{several[0].replace('_', '-')}: XLA's own order is that of one "
+                "process's collectives; across processes gloo sums in its own order (use the default, group)")
+    return None
 
 
 def pass_options_from_args(args):
@@ -81,7 +96,8 @@ def pass_options_from_args(args):
 
     return PassOptions(allow_custom_calls=set(args.allow_custom_call), strict_portable=args.strict_portable,
                        path=getattr(args, "dump", None) or getattr(args, "input", ""),
-                       verify_each=getattr(args, "verify_each", False))
+                       verify_each=getattr(args, "verify_each", False),
+                       reduction_order=getattr(args, "reduction_order", "group"))
 
 
 def import_options_from_args(args):

@@ -219,6 +219,11 @@ def run_command(args) -> int:
     from converter.common.errors import UsageError
     from converter.tools.stoppable import run_stoppable
 
+    from converter.tools.options import refuse_native_reductions_across_processes
+
+    if refused := refuse_native_reductions_across_processes(args):
+        print(f"hlo-roundtrip run: error: {refused}", file=sys.stderr)
+        return 2
     if getattr(args, "find_nonfinite", False):
         from converter.tools.nonfinite import run_find_nonfinite
 
@@ -276,8 +281,15 @@ def _run(args, group, process_started: float | None) -> int:
                 raise runtime.RuntimeInputError("--engine iree runs in one process")
             with stages.timed("join processes"):
                 distributed.prepare(program, group, args.heartbeat_timeout)
+        from passes.ordered_reductions import ordered_reduction_count
+
         with stages.timed("checks"):
+            folded = ordered_reduction_count(program.module)
             native = unordered_reductions(program.module)
+        if folded and (group is None or group.process_id == 0):
+            print(f"note: {folded} float all-reduce(s)/reduce-scatter(s) summed in group order (the same bits in one "
+                  "process or several); XLA's own order may differ in the last bits (--reduction-order native)",
+                  file=sys.stderr)
         if native and (group is None or group.process_id == 0):
             print(f"warning: {len(native)} float reduction collective(s) not folded in group order run as XLA's "
                   f"own, whose summation order depends on the runtime (one process or several): "

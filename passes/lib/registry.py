@@ -32,6 +32,10 @@ class PassOptions:
     # Verify the module after every pass (the pass manager otherwise verifies once, at the
     # end, and names every pass that ran when it does not verify).
     verify_each: bool = False
+    # How the runtime sums floats across devices (all-reduce, reduce-scatter): "group",
+    # folded in group order by `ordered-reductions` (the same bits in one process or
+    # several), or "native", XLA's own collectives (XLA's bits; one process only).
+    reduction_order: str = "group"
 
 
 # A pass may return False to say that it left the module as it was (the pass manager then

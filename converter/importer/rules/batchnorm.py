@@ -3,7 +3,7 @@ CPU and GPU compilers run it): the same formulas, in the same order, in the oper
 element type, so that the imported module computes what the dump's backend computed.
 
 The order matters more than it looks: the expander takes the variance as
-E[x²] − E[x]² (not the centered two-pass sum), normalizes as ((x − mean) · rsqrt) ·
+max(E[x²] − E[x]², 0) (not the centered two-pass sum), normalizes as ((x − mean) · rsqrt) ·
 scale, and folds inference into x · scale' + shift'; each choice rounds differently,
 visibly so in f16.  An earlier version of these rules used the textbook forms and
 differed from XLA by several ulps.
@@ -78,6 +78,10 @@ def import_batch_norm_training(ctx, x, scale, offset):
     mean = builders.binary("divide", builders.reduce(x, reduce_dims), n)
     mean_of_squares = builders.binary("divide", builders.reduce(builders.binary("multiply", x, x), reduce_dims), n)
     variance = builders.binary("subtract", mean_of_squares, builders.binary("multiply", mean, mean))
+    # E[x²] − E[x]² cancels, and rounds below zero when a feature's values barely spread
+    # (rsqrt(var + ε) is then NaN): newer XLA's expander (jaxlib 0.12's) clamps it at 0,
+    # as here; jaxlib 0.10.2's did not (NaN there, 0 here: tests/importer/test_rules_batchnorm.py).
+    variance = builders.binary("maximum", variance, builders.scalar_constant(0.0, et, fshape))
     rsqrt = builders.unary("rsqrt", builders.binary("add", _per_feature(variance, x, fi), _epsilon(ctx, et, xshape)))
     normalized = builders.binary("multiply", builders.binary("subtract", x, _per_feature(mean, x, fi)), rsqrt)
     scaled = builders.binary("multiply", normalized, _per_feature(scale, x, fi))
