@@ -36,6 +36,8 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "te-gemm",
     "te-norm",
     "te-softmax",
+    "te-activation",
+    "te-quantize",
     "cudnn-fmha",
     "drop-unused-results",
     "custom-call-policy",

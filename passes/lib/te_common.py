@@ -6,6 +6,8 @@ __NV_SATFINITE), and the placeholder for results a rewrite does not compute
 
 from __future__ import annotations
 
+import math
+
 from jaxlib.mlir import ir
 
 from converter.mlir import builders
@@ -82,3 +84,49 @@ def attr(op: ir.Operation, config: dict, name: str):
     if name not in config:
         raise rewrite.op_error(op, f"backend_config has no '{name}'")
     return config[name]
+
+
+def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], mode: int, scale: ir.Value,
+                      amax_in: ir.Value, amax_when_no_scaling: bool) -> list[ir.Value | None]:
+    """(output, colwise_output, scale_inv, colwise_scale_inv, updated_amax) of a TE
+    quantizing kernel from its f32 result `y32` ([m, n], collapsed at the flatten axis):
+    NO_SCALING writes y in the output type; tensor scaling (delayed or current: TE's JAX
+    side computes a current scale before the call, so the kernel reads `scale` in both)
+    writes saturate(y · scale) in fp8, scale_inv = 1/scale shared by both layouts, and the
+    colwise output is the transpose ([n, m], NVTE_DELAYED_TENSOR_SCALING's columnwise
+    layout).  updated_amax (aliased to `amax_in`, max-ed atomically) = max(amax_in, max|y|)
+    when scaling or asked for, else amax_in."""
+    out, col_out, scale_inv, col_scale_inv, updated_amax = results
+    out_element = ir.RankedTensorType(out.type).element_type
+    values: list[ir.Value | None] = []
+    if mode == NO_SCALING:
+        if is_fp8(out_element):
+            raise rewrite.op_error(op, f"an fp8 output ({out_element}) with scaling_mode NO_SCALING")
+        values += [reshape_to(builders.convert(y32, out_element), out), placeholder(op, col_out),
+                   placeholder(op, scale_inv), placeholder(op, col_scale_inv)]
+    elif mode in TENSOR_SCALING:
+        s = scalar_of(scale)
+        q = fp8_cast(op, y32, s, out_element)
+        values.append(builders.reshape(q, list(ir.RankedTensorType(out.type).shape)))
+        col_shape = list(ir.RankedTensorType(col_out.type).shape)
+        if rewrite.has_uses(col_out) and math.prod(col_shape) == math.prod(builders.shape_of(q)) and \
+                ir.RankedTensorType(col_out.type).element_type == out_element:
+            values.append(builders.reshape(builders.transpose(q, [1, 0]), col_shape))
+        elif rewrite.has_uses(col_out):
+            raise rewrite.op_error(op, f"a colwise output of shape {col_shape} that is not the transpose of {builders.shape_of(q)}")
+        else:
+            values.append(None)
+        inv = builders.binary("divide", builders.scalar_constant(1.0, f32()), s)
+        if math.prod(ir.RankedTensorType(scale_inv.type).shape) != 1:
+            raise rewrite.op_error(op, f"tensor scaling with a scale_inv of type {scale_inv.type} (expected one f32)")
+        values.append(reshape_to(broadcast_scalar(inv, [1]), scale_inv))
+        values.append(placeholder(op, col_scale_inv))
+    else:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block scales (MXFP8 e8m0 / NVFP4) are "
+                               "not converted; tensor scaling and NO_SCALING are")
+    if mode in TENSOR_SCALING or amax_when_no_scaling:
+        new = builders.binary("maximum", scalar_of(amax_in), amax_of(y32))
+        values.append(reshape_to(broadcast_scalar(new, [1]), updated_amax))
+    else:
+        values.append(reshape_to(amax_in, updated_amax))
+    return values
