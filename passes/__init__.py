@@ -31,6 +31,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     te_gemm,
     te_norm,
     te_quantize,
+    te_refused,
     te_softmax,
     threefry,
     topk,

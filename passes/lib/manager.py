@@ -38,6 +38,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "te-softmax",
     "te-activation",
     "te-quantize",
+    "te-refused",
     "cudnn-fmha",
     "drop-unused-results",
     "custom-call-policy",
