@@ -28,6 +28,13 @@ ACTS = {0: ("gelu",), 1: ("gelu", "linear"), 2: ("sigmoid", "linear"), 3: ("silu
         9: ("squared_relu",), 10: ("squared_relu", "linear"), 11: ("clamped_silu", "clamped_linear")}
 
 
+def sweep(values, keep):
+    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
+    kind, within the suite's time budget)."""
+    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
+            for i, v in enumerate(values)]
+
+
 def te_fn(name):
     """TE's _convert_to_activation_function (jax.nn.gelu is its tanh form by default)."""
     return {"linear": lambda x: x, "gelu": jax.nn.gelu, "sigmoid": jax.nn.sigmoid, "silu": jax.nn.silu,
@@ -101,7 +108,7 @@ def inputs_for(enum, shape, dt):
     return (RNG.standard_normal(shape) * (4.0 if enum == 11 else 1.5)).astype(dt)
 
 
-@pytest.mark.parametrize("enum", sorted(ACTS))
+@pytest.mark.parametrize("enum", sweep(sorted(ACTS), {1, 2, 3, 5, 7, 10, 11}))
 def test_act_lu_matches_te_reference(enum):
     kinds = ACTS[enum]
     shape = (3, 4, len(kinds), 16)
@@ -114,7 +121,7 @@ def test_act_lu_matches_te_reference(enum):
     assert amax[0] == 0  # NO_SCALING: amax passed through
 
 
-@pytest.mark.parametrize("enum", sorted(ACTS))
+@pytest.mark.parametrize("enum", sweep(sorted(ACTS), {0, 4, 6, 8, 9, 11}))
 def test_dact_dbias_matches_jax_vjp(enum):
     kinds = ACTS[enum]
     shape = (2, 6, len(kinds), 8)
@@ -122,17 +129,16 @@ def test_dact_dbias_matches_jax_vjp(enum):
     dz = RNG.standard_normal((2, 6, 8)).astype(np.float32)
     dx, amax, dbias = run(dact_module(shape, "f32", "f32", enum, 0),
                           [dz, x, np.ones(1, np.float32), np.zeros(1, np.float32)])
-    _, vjp = jax.vjp(lambda a: te_act_lu(a, kinds), jnp.asarray(x))
-    (want,) = vjp(jnp.asarray(dz))
-    want = np.asarray(want)
+    want = np.asarray(jax.jit(lambda a, g: jax.vjp(lambda b: te_act_lu(b, kinds), a)[1](g)[0])(
+        jnp.asarray(x), jnp.asarray(dz)))
     # f32 derivatives written from math.h vs JAX's autodiff of the same functions: a few
     # ulps per op (f32's tolerance) and an absolute floor for values near zero.
     assert_close(dx, want, atol=1e-5)
     assert_close(dbias, want.reshape(-1, len(kinds), 8).sum(0), atol=1e-4)
 
 
-@pytest.mark.parametrize("enum", [1, 4, 9])
-@pytest.mark.parametrize("fp8_t", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+@pytest.mark.parametrize("enum, fp8_t", sweep([(1, ml_dtypes.float8_e4m3fn), (9, ml_dtypes.float8_e5m2),
+                                               (4, ml_dtypes.float8_e4m3fn), (4, ml_dtypes.float8_e5m2)], {0, 1}))
 def test_act_lu_fp8_delayed_scaling_bit_exact_with_transposed_colwise(enum, fp8_t):
     kinds = ACTS[enum]
     shape = (4, 8, len(kinds), 16)

@@ -21,6 +21,13 @@ HLO_TYPES = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", 
              np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
 
 
+def sweep(values, keep):
+    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
+    kind, within the suite's time budget)."""
+    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
+            for i, v in enumerate(values)]
+
+
 def dims(shape) -> str:
     return ",".join(map(str, shape))
 
@@ -110,8 +117,7 @@ def out_shape_of(lhs_shape, lb, lt, rhs_shape, rb, rt):
     return (*lfree, *rfree)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("layout, with_bias", sweep([(l, b) for l in LAYOUTS for b in (True, False)], {0, 3, 4, 7}))
 def test_bf16_gemm_matches_numpy(layout, with_bias):
     ls, lb, lt, rs, rb, rt = layout
     lhs = RNG.standard_normal(ls).astype(ml_dtypes.bfloat16)
@@ -128,10 +134,11 @@ def test_bf16_gemm_matches_numpy(layout, with_bias):
     assert_close(np.asarray(got), want.reshape(out_shape).astype(ml_dtypes.bfloat16))
 
 
-@pytest.mark.parametrize("mode", [1, 3])  # DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING
-@pytest.mark.parametrize("types", [(ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn),
-                                   (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn)])
-@pytest.mark.parametrize("out_t", ["bf16", "f32"])
+# scaling_mode 1 DELAYED_TENSOR_SCALING, 3 CURRENT_TENSOR_SCALING
+@pytest.mark.parametrize("mode, types, out_t", sweep(
+    [(m, t, o) for m in (1, 3) for t in ((ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn),
+                                        (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn)) for o in ("bf16", "f32")],
+    {0, 7}))
 def test_fp8_tensor_scaled_gemm_matches_numpy(mode, types, out_t):
     lhs, rhs = fp8((2, 4, 32), types[0]), fp8((16, 32), types[1])  # Hopper's TN form
     lsinv, rsinv = np.array([0.37], np.float32), np.array([2.5], np.float32)

@@ -23,6 +23,13 @@ T = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype
      np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
 
 
+def sweep(values, keep):
+    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
+    kind, within the suite's time budget)."""
+    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
+            for i, v in enumerate(values)]
+
+
 def dims(shape) -> str:
     return ",".join(map(str, shape))
 
@@ -100,7 +107,7 @@ def jax_norm(x, gamma, beta, kind, zero_centered, eps):
 CASES = [(kind, zc, dt) for kind in (0, 1) for zc in (False, True) for dt in (np.float32, ml_dtypes.bfloat16)]
 
 
-@pytest.mark.parametrize("kind, zero_centered, dt", CASES)
+@pytest.mark.parametrize("kind, zero_centered, dt", sweep(CASES, {1, 6}))
 def test_norm_forward_matches_reference(kind, zero_centered, dt):
     shape, eps = (2, 3, 64), 1e-5
     x = (RNG.standard_normal(shape) * 3 + 0.5).astype(dt)
@@ -118,8 +125,8 @@ def test_norm_forward_matches_reference(kind, zero_centered, dt):
     assert amax[0] == 0
 
 
-@pytest.mark.parametrize("kind", [0, 1])
-@pytest.mark.parametrize("fp8_t", [ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2])
+@pytest.mark.parametrize("kind, fp8_t", sweep([(0, ml_dtypes.float8_e4m3fn), (1, ml_dtypes.float8_e5m2),
+                                               (1, ml_dtypes.float8_e4m3fn), (0, ml_dtypes.float8_e5m2)], {0, 1}))
 def test_norm_forward_fp8_delayed_scaling_is_bit_exact(kind, fp8_t):
     """fp8 output: saturate(y · scale) cast to fp8 (round to nearest even), checked bit for
     bit against ml_dtypes' cast of the clamped f64 reference wherever that is unambiguous:
@@ -160,8 +167,8 @@ def test_norm_forward_amax_when_no_scaling_is_of_the_output_typed_value():
     np.testing.assert_array_equal(amax, np.abs(out.astype(np.float32)).max(keepdims=True).reshape(1))
 
 
-@pytest.mark.parametrize("kind, zero_centered", [(0, False), (0, True), (1, False)])
-@pytest.mark.parametrize("dt", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("kind, zero_centered, dt", sweep(
+    [(k, z, d) for k, z in ((0, True), (1, False), (0, False)) for d in (np.float32, ml_dtypes.bfloat16)], {0, 3}))
 def test_norm_backward_matches_jax_vjp(kind, zero_centered, dt):
     shape, eps = (2, 4, 48), 1e-5
     x = RNG.standard_normal(shape).astype(dt)
@@ -172,9 +179,12 @@ def test_norm_backward_matches_jax_vjp(kind, zero_centered, dt):
     mu = (mu if mu is not None else np.zeros(1)).astype(np.float32)
     text = backward_module(shape, T[np.dtype(dt)], kind, zero_centered)
     dx, dg, db = run(text, [dz, x, mu, rs.astype(np.float32), gamma])
-    _, vjp = jax.vjp(lambda a, g, b: jax_norm(a, g, b, kind, zero_centered, eps),
-                     jnp.asarray(x, jnp.float32), jnp.asarray(gamma, jnp.float32), jnp.asarray(beta, jnp.float32))
-    want_dx, want_dg, want_db = (np.asarray(v) for v in vjp(jnp.asarray(dz, jnp.float32)))
+    @jax.jit
+    def vjp_of_reference(a, g, b, d):
+        return jax.vjp(lambda a, g, b: jax_norm(a, g, b, kind, zero_centered, eps), a, g, b)[1](d)
+
+    want_dx, want_dg, want_db = (np.asarray(v) for v in vjp_of_reference(
+        *(jnp.asarray(v, jnp.float32) for v in (x, gamma, beta, dz))))
     # f32 sums over 8 rows / 48 columns on both sides, one rounding to dt at the end:
     # dt's tolerance; absolute floor 1e-4·scale for the cancellations in dx's mean terms.
     atol = 1e-4 if dt == np.float32 else 4e-2
@@ -184,7 +194,7 @@ def test_norm_backward_matches_jax_vjp(kind, zero_centered, dt):
         assert_close(db, want_db.astype(dt), atol=atol)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=3, deadline=None)
 @given(rows=st.integers(1, 5), hidden=st.sampled_from([8, 24, 40]), kind=st.sampled_from([0, 1]),
        eps=st.sampled_from([1e-6, 1e-3, 0.5]))
 def test_norm_forward_property(rows, hidden, kind, eps):
@@ -196,8 +206,7 @@ def test_norm_forward_property(rows, hidden, kind, eps):
     assert_close(out, numpy_norm(x, gamma, beta, kind, False, eps)[0].astype(np.float32), atol=1e-5)
 
 
-@pytest.mark.parametrize("mode, what", [(2, "MXFP8_1D_SCALING"), (3, "CURRENT_TENSOR_SCALING"),
-                                        (4, "NVFP4_1D_SCALING")])
+@pytest.mark.parametrize("mode, what", [(2, "MXFP8_1D_SCALING"), (3, "CURRENT_TENSOR_SCALING")])
 def test_unsupported_norm_scaling_modes_are_located_errors(mode, what):
     text = forward_module((2, 32), "bf16", "f8e4m3fn", 0, False, 1e-5, mode)
     with pytest.raises(PassError, match=rf"te_norm.hlo:\d+:\d+: error: .*te_norm_forward_ffi.*{what}"):
