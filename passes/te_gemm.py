@@ -5,7 +5,8 @@ workspace) with one dictionary attribute `config` {scaling_mode, collective_op,
 lhs_axis_boundary, rhs_axis_boundary, lhs_transposed, rhs_transposed,
 use_split_accumulator}; `te_gemm_ffi` (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias,
 gelu_input, alpha, beta) → (output, bias_grad, pre_gelu_out, workspace) with the same
-fields as flat attributes plus fuse_bias, fuse_gelu, grad.  As in NVIDIA/
+fields as flat attributes plus fuse_bias, fuse_gelu, grad (TE 2.5 – 2.8: six operands,
+no alpha/beta, and lhs_swizzled / rhs_swizzled results before the workspace).  As in NVIDIA/
 TransformerEngine transformer_engine/jax/csrc/extensions/gemm.cpp (GemmV2FFI, GemmFFI,
 xla_buffer_to_nvte_gemm_operand) and jax/cpp_extensions/gemm.py (GemmPrimitive):
 each operand is collapsed to 2-D at its axis boundary; lhs is [M, K] ([K, M] when
@@ -79,7 +80,10 @@ def lower_te_gemm(op: ir.Operation) -> None:
                                "scales pre-swizzled for cuBLAS; not converted (tensor scaling and NO_SCALING are)")
     fuse_gelu = bool(cfg.get("fuse_gelu", False)) and not v2
     grad = bool(cfg.get("grad", False)) and not v2
-    has_bias = math.prod(builders.shape_of(bias)) > 0
+    # te_gemm_ffi's writers (TE ≤ 2.9) fuse the bias only under fuse_bias: with the flag off a
+    # non-empty bias is added by the caller after its reduction (GemmPrimitive's sharded
+    # impl); te_gemm_v2_ffi fuses any non-empty bias.
+    has_bias = math.prod(builders.shape_of(bias)) > 0 and (v2 or bool(cfg.get("fuse_bias", True)))
     if grad and (has_bias or fuse_gelu or (gelu_input is not None and math.prod(builders.shape_of(gelu_input)) > 0)):
         raise rewrite.op_error(op, "grad=true with a bias or gelu epilogue (cuBLASLt BGRAD / DGELU backward "
                                "epilogues): not converted")

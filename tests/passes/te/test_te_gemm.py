@@ -183,3 +183,16 @@ def test_unsupported_gemm_modes_are_located_errors(mode, collective, what):
     text = v2_module(lhs, rhs, (4, 8), "bf16", 0, mode, 1, 1, False, True, collective)
     with pytest.raises(PassError, match=rf"te_gemm.hlo:\d+:\d+: error: .*te_gemm_v2_ffi.*{what}"):
         convert_text(text, "te_gemm.hlo")
+
+
+def test_v1_gemm_leaves_an_unfused_bias_to_the_caller():
+    """TE ≤ 2.9 passes a non-empty bias with fuse_bias=false when it adds the bias after
+    a reduction (GemmPrimitive's sharded impl): the call itself must not add it."""
+    lhs = RNG.standard_normal((4, 8)).astype(np.float32)
+    rhs = RNG.standard_normal((8, 8)).astype(np.float32)
+    bias = RNG.standard_normal(8).astype(np.float32)
+    ones = np.ones(1, np.float32)
+    text = v1_module(lhs, rhs, (4, 8), "f32", 8, 0, 1, 1, False, False, fuse_gelu=False)
+    text = text.replace("fuse_bias = true", "fuse_bias = false")
+    got, _ = run(text, [lhs, ones, rhs, ones, bias])
+    assert_close(np.asarray(got), reference(lhs, rhs, 1, 1, False, False, ones, ones, None)[0].astype(np.float32))
