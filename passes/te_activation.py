@@ -14,7 +14,7 @@ the functions of common/util/math.h in f32: NVTE_Activation_Type 0 GELU (tanh fo
 9 SRELU relu(x)², 10 SREGLU, 11 CLAMPED_SWIGLU (GPT-OSS: σ(α·min(x, limit))·min(x, limit)
 times clip(gate, ±limit) + offset).  The backward is the activation's derivative times
 dz (and the gate's), dbias the f32 sum over rows; quantization as passes.lib.te_common.
-Refused by name: an act_enum outside this list, block-scaled (MXFP8, NVFP4) outputs."""
+Refused by name: an act_enum outside this list, NVFP4 outputs, MXFP8's colwise output."""
 
 from __future__ import annotations
 

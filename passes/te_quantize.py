@@ -8,9 +8,10 @@ transformer_engine/jax/csrc/extensions/quantization.cpp (DBiasQuantizeFFI, Dequa
 and jax/cpp_extensions/quantization.py: x is collapsed to [m, n] at flatten_axis; tensor
 scaling (delayed, or current with the scale TE's JAX side computed from amax before the
 call) writes saturate(x · scale) in fp8 (passes.lib.te_common), dbias = Σ_rows x in f32;
-the dequantize call (a TensorWrapper of one scale_inv: tensor scaling) writes x · scale_inv.
-Refused by name: MXFP8 and NVFP4 block scaling, stochastic rounding, the random Hadamard
-transform."""
+MXFP8 (rowwise) writes e8m0 block scales over 32 elements and the fp8 data
+(passes.lib.te_common.mxfp8_quantize); the dequantize call (a TensorWrapper of one
+scale_inv: tensor scaling) writes x · scale_inv.  Refused by name: NVFP4, MXFP8's colwise
+output, stochastic rounding, the random Hadamard transform."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def lower_dequantize(op: ir.Operation) -> None:
     rewrite.replace(op, [value])
 
 
-@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi, tensor scaling) and dequantize "
+@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8 rowwise) and dequantize "
                "calls → portable casts", targets=QUANTIZE + DEQUANTIZE, keeps_targets=True, erases_only_its_calls=True)
 def lower_te_quantize(module: ir.Module, options: PassOptions) -> None:
     quantize, dequantize = rewrite.custom_calls_of(module, QUANTIZE, DEQUANTIZE)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from converter.mlir import builders
@@ -95,7 +96,8 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
     writes saturate(y · scale) in fp8, scale_inv = 1/scale shared by both layouts, and the
     colwise output is the transpose ([n, m], NVTE_DELAYED_TENSOR_SCALING's columnwise
     layout).  updated_amax (aliased to `amax_in`, max-ed atomically) = max(amax_in, max|y|)
-    when scaling or asked for, else amax_in."""
+    when tensor-scaled or asked for, else amax_in.  MXFP8 (rowwise): data and e8m0 block
+    scales as mxfp8_quantize."""
     out, col_out, scale_inv, col_scale_inv, updated_amax = results
     out_element = ir.RankedTensorType(out.type).element_type
     values: list[ir.Value | None] = []
@@ -121,12 +123,95 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
             raise rewrite.op_error(op, f"tensor scaling with a scale_inv of type {scale_inv.type} (expected one f32)")
         values.append(reshape_to(broadcast_scalar(inv, [1]), scale_inv))
         values.append(placeholder(op, col_scale_inv))
+    elif mode == MXFP8_1D_SCALING:
+        # A colwise output TE did not request has shape (1,) (get_scale_shape_2x / abstract).
+        requested = [r for r in (col_out, col_scale_inv) if math.prod(ir.RankedTensorType(r.type).shape) > 1]
+        if any(rewrite.has_uses(r) for r in requested):
+            raise rewrite.op_error(op, "MXFP8 with its colwise (column-block) output used: not converted; the "
+                                   "rowwise output is")
+        data, exponents = mxfp8_quantize(op, y32, out_element)
+        values += [builders.reshape(data, list(ir.RankedTensorType(out.type).shape)), placeholder(op, col_out),
+                   block_scales_as(op, exponents, scale_inv), placeholder(op, col_scale_inv)]
     else:
-        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block scales (MXFP8 e8m0 / NVFP4) are "
-                               "not converted; tensor scaling and NO_SCALING are")
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 block scales are not converted; "
+                               "NO_SCALING, tensor scaling and MXFP8 rowwise are")
     if mode in TENSOR_SCALING or amax_when_no_scaling:
         new = builders.binary("maximum", scalar_of(amax_in), amax_of(y32))
         values.append(reshape_to(broadcast_scalar(new, [1]), updated_amax))
     else:
         values.append(reshape_to(amax_in, updated_amax))
     return values
+
+
+MXFP8_BLOCK = 32
+
+
+def _u32(value: int, shape: list[int]) -> ir.Value:
+    return builders.scalar_constant(value, ir.IntegerType.get_unsigned(32), shape)
+
+
+def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type) -> tuple[ir.Value, ir.Value]:
+    """MXFP8 rowwise quantization of the f32 [m, n] `x32` as TE's kernels do it
+    (common/cast/mxfp8/quantize_mxfp8.cuh, util/ptx_arch_spec.cuh float_to_e8m0,
+    util/ptx.cuh exp2f_rcp): per block of 32 along n, e = float_to_e8m0(amax · (1/max)),
+    the biased exponent rounded up (NaN 255, inf 254, values ≤ 2^-127 0); the data is
+    saturate(x · 2^(127 − e)) in the fp8 type.  Returns (data [m, n], e as u8 [m, n/32])."""
+    name = str(element)
+    if name not in FP8_MAX:
+        raise rewrite.op_error(op, f"MXFP8 output type {name}: expected one of {sorted(FP8_MAX)}")
+    m, n = builders.shape_of(x32)
+    if n % MXFP8_BLOCK:
+        raise rewrite.op_error(op, f"MXFP8 blocks of {MXFP8_BLOCK}: the quantized dimension {n} is not a multiple")
+    nb = n // MXFP8_BLOCK
+    blocks = builders.reshape(builders.unary("abs", x32), [m, nb, MXFP8_BLOCK])
+    amax = builders.reduce(blocks, [2], "maximum", 0)
+    rcp = float(np.float32(1.0 / FP8_MAX[name]))  # max_norm_rcp: 1/max in double, stored as float
+    val = builders.binary("multiply", amax, builders.scalar_constant(rcp, f32(), [m, nb]))
+    shape = [m, nb]
+    bits = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get(shape, ir.IntegerType.get_unsigned(32)),
+                        [val])
+    exponent = builders.binary("shift_right_logical", bits, _u32(23, shape))
+    mantissa = builders.binary("and", bits, _u32(0x7FFFFF, shape))
+    up = builders.binary("and", builders.compare(mantissa, _u32(0, shape), "GT"),
+                         builders.compare(exponent, _u32(0xFE, shape), "NE"))
+    tiny = builders.binary("and", builders.compare(exponent, _u32(0, shape), "EQ"),
+                           builders.compare(mantissa, _u32(0x400000, shape), "LE"))
+    up = builders.binary("and", up, builders.unary("not", tiny))
+    e = builders.select(up, builders.binary("add", exponent, _u32(1, shape)), exponent)
+    is_inf = builders.compare(val, builders.scalar_constant(float("inf"), f32(), shape), "EQ")
+    e = builders.select(is_inf, _u32(0xFE, shape), e)
+    is_nan = builders.compare(val, val, "NE")
+    e = builders.select(is_nan, _u32(0xFF, shape), e)
+    # exp2f_rcp: 2^(127 − e) from its bits; e = 254 → 2^-127 (a subnormal), 255 → NaN.
+    rcp_bits = builders.binary("shift_left", builders.binary("subtract", _u32(254, shape),
+                                                            builders.binary("minimum", e, _u32(254, shape))),
+                               _u32(23, shape))
+    rcp_bits = builders.select(builders.compare(e, _u32(254, shape), "EQ"), _u32(0x00400000, shape), rcp_bits)
+    rcp_bits = builders.select(is_nan, _u32(0x7FFFFFFF, shape), rcp_bits)
+    block_rcp = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get(shape, f32()), [rcp_bits])
+    per_element = builders.reshape(builders.broadcast_in_dim(block_rcp, [m, nb, MXFP8_BLOCK], [0, 1]), [m, n])
+    scaled = builders.binary("multiply", x32, per_element)
+    limit = FP8_MAX[name]
+    data = builders.convert(builders.clamp(builders.scalar_constant(-limit, f32()), scaled,
+                                           builders.scalar_constant(limit, f32())), element)
+    return data, builders.convert(e, ir.IntegerType.get_unsigned(8))
+
+
+def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value) -> ir.Value:
+    """The u8 biased exponents [r, c] as `result` (e8m0 or u8, TE's padded [round_up(r,
+    128), round_up(c, 4)] shape): the padding, which TE's kernel never writes, is 0."""
+    t = ir.RankedTensorType(result.type)
+    r, c = builders.shape_of(exponents)
+    shape = list(t.shape)
+    rows, cols = math.prod(shape[:-1]), shape[-1] if shape else 1
+    if rows < r or cols < c:
+        raise rewrite.op_error(op, f"block-scale result {shape} smaller than the {r}×{c} scales")
+    padded = builders.pad(exponents, [0, 0], [rows - r, cols - c])
+    element = t.element_type
+    if str(element) == "f8E8M0FNU":
+        padded = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([rows, cols], element), [padded])
+    elif str(element) not in ("ui8", "i8"):
+        raise rewrite.op_error(op, f"block-scale result type {element}: expected f8E8M0FNU or u8")
+    else:
+        padded = builders.convert(padded, element)
+    return builders.reshape(padded, shape)

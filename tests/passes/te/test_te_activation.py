@@ -181,9 +181,36 @@ def test_dact_fp8_output_with_dbias():
 
 
 @pytest.mark.parametrize("change, what", [("act_enum = 4 ", "act_enum 12"),
-                                          ("scaling_mode = 1 ", "MXFP8_1D_SCALING")])
+                                          ("scaling_mode = 1 ", "NVFP4_1D_SCALING")])
 def test_unsupported_activation_attributes_are_located_errors(change, what):
     text = act_module((2, 2, 32), "bf16", "f8e4m3fn", 4, 1)
-    text = text.replace(change, "act_enum = 12 " if "act_enum" in change else "scaling_mode = 2 ")
+    text = text.replace(change, "act_enum = 12 " if "act_enum" in change else "scaling_mode = 4 ")
     with pytest.raises(PassError, match=rf"te_act.hlo:\d+:\d+: error: .*te_act_lu_ffi.*{what}"):
         convert_text(text, "te_act.hlo")
+
+
+def test_act_lu_mxfp8_rowwise_scales_and_data():
+    """SwiGLU with an MXFP8 output (scaling_mode 2): e8m0 exponents per 32 outputs, data =
+    saturate(y · 2^(127 − e)); compared where the fp8 value (and the block's exponent) is
+    not decided by the last f32 bit of y."""
+    shape = (4, 2, 64)
+    x = inputs_for(4, shape, ml_dtypes.bfloat16)
+    text = act_module(shape, "bf16", "f8e4m3fn", 4, 2).replace("f32[1], f32[1], f32[1]) custom-call",
+                                                                "f8e8m0fnu[128,4], f32[1], f32[1]) custom-call")
+    text = text.replace("si = f32[1] get-tuple-element(cc), index=2", "si = f8e8m0fnu[128,4] get-tuple-element(cc), index=2")
+    text = text.replace("f32[1], f32[1]) tuple(o, c, si, am)", "f8e8m0fnu[128,4], f32[1]) tuple(o, c, si, am)")
+    out, _, scales, _ = run(text, [x, np.ones(1, np.float32), np.zeros(1, np.float32)])
+    y = np.asarray(te_act_lu(jnp.asarray(x, jnp.float32), ACTS[4])).astype(np.float32)
+    amax = np.abs(y).reshape(4, 2, 32).max(-1)
+    val = (amax * np.float32(1 / 448.0)).astype(np.float64)
+    mant, ex = np.frexp(val)
+    e = np.where(mant == 0.5, ex - 1, ex) + 127
+    np.testing.assert_array_equal(scales.view(np.uint8)[:4, :2].astype(np.int64), e)
+    v = y.astype(np.float64) * np.repeat(2.0 ** (127 - e), 32, axis=1)
+
+    def cast(a):
+        return np.clip(a, -448, 448).astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+    clear = cast(v * (1 - 1e-5)) == cast(v * (1 + 1e-5))
+    assert clear.mean() > 0.9
+    np.testing.assert_array_equal(out.astype(np.float32)[clear], cast(v)[clear])

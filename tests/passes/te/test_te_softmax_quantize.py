@@ -163,7 +163,7 @@ def test_quantize_dequantize_bit_exact(mode, fp8_t, dt):
     np.testing.assert_array_equal(dq.astype(np.float32), want_dq.astype(np.float32))
 
 
-@pytest.mark.parametrize("mode, extra, what", [(2, "", "MXFP8_1D_SCALING"), (4, "", "NVFP4_1D_SCALING"),
+@pytest.mark.parametrize("mode, extra, what", [(4, "", "NVFP4_1D_SCALING"),
                                                (1, ", stochastic_rounding = true", "stochastic_rounding")])
 def test_unsupported_quantize_modes_are_located_errors(mode, extra, what):
     text = quantize_module((4, 32), "bf16", "f8e4m3fn", mode, 1, False, extra="")
@@ -185,3 +185,53 @@ ENTRY main {{
 """
     with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*{target}.*not converted: .*{why}"):
         convert_text(text, "te.hlo")
+
+
+def mxfp8_module(x_shape, dt, out_t, scale_shape) -> str:
+    return f"""HloModule te_mxfp8
+ENTRY main {{
+  x = {dt}[{dims(x_shape)}] parameter(0)
+  scale = f32[1] constant({{1}})
+  amax = f32[1] constant({{0}})
+  sr = s64[0] constant({{}})
+  ra = f32[0] constant({{}})
+  rht = bf16[0] constant({{}})
+  cc = ({out_t}[{dims(x_shape)}], {out_t}[1], f8e8m0fnu[{dims(scale_shape)}], f8e8m0fnu[1], f32[1], {dt}[1], u8[64]) custom-call(x, scale, amax, sr, ra, rht), custom_call_target="te_dbias_quantize_ffi", api_version=API_VERSION_TYPED_FFI, output_to_operand_aliasing={{{{4}}: (2, {{}})}}, backend_config={{flatten_axis = -1 : i64, is_dbias = false, q_layout = 0 : i64, scaling_mode = 2 : i64, stochastic_rounding = false, use_rht = false}}
+  q = {out_t}[{dims(x_shape)}] get-tuple-element(cc), index=0
+  si = f8e8m0fnu[{dims(scale_shape)}] get-tuple-element(cc), index=2
+  ROOT t = ({out_t}[{dims(x_shape)}], f8e8m0fnu[{dims(scale_shape)}]) tuple(q, si)
+}}
+"""
+
+
+def numpy_e8m0(val):
+    """Biased exponent of val (≥ 0) rounded toward +inf (cvt.rp.satfinite.ue8m0), from frexp."""
+    val = val.astype(np.float64)
+    mant, ex = np.frexp(val)  # val = mant · 2^ex, mant in [0.5, 1)
+    e = np.where(mant == 0.5, ex - 1, ex) + 127
+    e = np.where(val <= 2.0 ** -127, 0, np.maximum(e, 1))
+    return np.where(val == 0, 0, e).astype(np.int64)
+
+
+@pytest.mark.parametrize("fp8_t", sweep([ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2], {0}))
+def test_mxfp8_quantize_bit_exact(fp8_t):
+    """MXFP8 rowwise (scaling_mode 2): one e8m0 exponent per 32 elements along the last
+    dim, data = saturate(x · 2^(127 − e)); scales padded to [round_up(rows, 128),
+    round_up(blocks, 4)] (TE's get_scale_shape_2x), of which the real blocks are checked."""
+    rows, cols = 6, 96
+    x = RNG.standard_normal((rows, cols)).astype(np.float32)
+    x *= np.repeat(2.0 ** RNG.integers(-20, 20, (rows, cols // 32)), 32, axis=1)  # per-block magnitudes
+    x[0, :32] = 0  # an all-zero block
+    x[1, 32:64] = 0
+    x[1, 40] = float(ml_dtypes.finfo(fp8_t).max) * 2 ** 3  # a block whose amax / max is a power of two
+    x = x.astype(ml_dtypes.bfloat16)
+    q, scales = run(mxfp8_module((rows, cols), "bf16", T[np.dtype(fp8_t)], (128, 4)), [x])
+    x32 = x.astype(np.float32)
+    amax = np.abs(x32).reshape(rows, cols // 32, 32).max(-1)
+    rcp = np.float32(1.0 / float(ml_dtypes.finfo(fp8_t).max))
+    e = numpy_e8m0((amax * rcp).astype(np.float32))
+    np.testing.assert_array_equal(scales.view(np.uint8)[:rows, :cols // 32].astype(np.int64), e)
+    assert e[1, 1] == 127 + 3
+    factor = np.repeat(2.0 ** (127 - e.astype(np.float64)), 32, axis=1)
+    want = fp8_cast((x32 * factor).astype(np.float32), fp8_t)
+    np.testing.assert_array_equal(q.view(np.uint8), want.view(np.uint8))
