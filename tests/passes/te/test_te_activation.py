@@ -13,26 +13,17 @@ import numpy as np
 import pytest
 
 from converter.runtime.convert import convert_text
-from converter.runtime.program import program_from_module
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.te_hlo import T, dims, run, sweep
 
 RNG = np.random.default_rng(29)
-T = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32",
-     np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
 LIMIT, ALPHA, OFFSET = 7.0, 1.702, 1.0
 
 # act_enum → TE's activation_type tuple (ActivationEnum in activation.py)
 ACTS = {0: ("gelu",), 1: ("gelu", "linear"), 2: ("sigmoid", "linear"), 3: ("silu",), 4: ("silu", "linear"),
         5: ("relu",), 6: ("relu", "linear"), 7: ("quick_gelu",), 8: ("quick_gelu", "linear"),
         9: ("squared_relu",), 10: ("squared_relu", "linear"), 11: ("clamped_silu", "clamped_linear")}
-
-
-def sweep(values, keep):
-    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
-    kind, within the suite's time budget)."""
-    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
-            for i, v in enumerate(values)]
 
 
 def te_fn(name):
@@ -50,10 +41,6 @@ def te_act_lu(x, kinds):
     for k, p in zip(kinds[1:], parts[1:]):
         out = out * te_fn(k)(p)
     return jnp.squeeze(out, -2)
-
-
-def dims(shape) -> str:
-    return ",".join(map(str, shape))
 
 
 def params() -> str:
@@ -95,12 +82,6 @@ ENTRY main {{
   ROOT t = ({out_t}[{dims(x_shape)}], f32[1], {dt}[{db}]) tuple(o, am, db)
 }}
 """
-
-
-def run(text, inputs):
-    module = convert_text(text, "te_act.hlo")
-    assert "custom_call" not in str(module)
-    return [np.asarray(v) for v in program_from_module(module)(*inputs)]
 
 
 def inputs_for(enum, shape, dt):

@@ -12,24 +12,11 @@ import numpy as np
 import pytest
 
 from converter.runtime.convert import convert_text
-from converter.runtime.program import program_from_module
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.te_hlo import T, dims, run, sweep
 
 RNG = np.random.default_rng(27)
-HLO_TYPES = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-             np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
-
-
-def sweep(values, keep):
-    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
-    kind, within the suite's time budget)."""
-    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
-            for i, v in enumerate(values)]
-
-
-def dims(shape) -> str:
-    return ",".join(map(str, shape))
 
 
 def config_fields(mode, lb, rb, lt, rt, collective=0) -> str:
@@ -39,7 +26,7 @@ def config_fields(mode, lb, rb, lt, rt, collective=0) -> str:
 
 
 def v2_module(lhs, rhs, out_shape, out_t, bias_n, mode, lb, rb, lt, rt, collective=0) -> str:
-    lt_, rt_ = HLO_TYPES[lhs.dtype], HLO_TYPES[rhs.dtype]
+    lt_, rt_ = T[lhs.dtype], T[rhs.dtype]
     bias = f"{out_t}[{bias_n}]"
     return f"""HloModule te_gemm
 ENTRY main {{
@@ -57,7 +44,7 @@ ENTRY main {{
 
 
 def v1_module(lhs, rhs, out_shape, out_t, bias_n, mode, lb, rb, lt, rt, fuse_gelu) -> str:
-    lt_, rt_ = HLO_TYPES[lhs.dtype], HLO_TYPES[rhs.dtype]
+    lt_, rt_ = T[lhs.dtype], T[rhs.dtype]
     pre = dims(out_shape) if fuse_gelu else "0"
     return f"""HloModule te_gemm_v1
 ENTRY main {{
@@ -75,12 +62,6 @@ ENTRY main {{
   ROOT t = ({out_t}[{dims(out_shape)}], {out_t}[{pre}]) tuple(o, p)
 }}
 """
-
-
-def run(text, inputs):
-    module = convert_text(text, "te_gemm.hlo")
-    assert "custom_call" not in str(module)
-    return program_from_module(module)(*inputs)
 
 
 def reference(lhs, rhs, lb, rb, lt, rt, lsinv, rsinv, bias, gelu=False):

@@ -14,24 +14,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from converter.runtime.convert import convert_text
-from converter.runtime.program import program_from_module
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.te_hlo import T, dims, run, sweep
 
 RNG = np.random.default_rng(28)
-T = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-     np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
-
-
-def sweep(values, keep):
-    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
-    kind, within the suite's time budget)."""
-    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
-            for i, v in enumerate(values)]
-
-
-def dims(shape) -> str:
-    return ",".join(map(str, shape))
 
 
 def forward_module(x_shape, dt, out_t, kind, zero_centered, eps, mode, amax_flag=False) -> str:
@@ -74,12 +61,6 @@ ENTRY main {{
   ROOT t = ({dt}[{dims(x_shape)}], {dt}[{h}], {dt}[{h}]) tuple(dx, dg, db)
 }}
 """
-
-
-def run(text, inputs):
-    module = convert_text(text, "te_norm.hlo")
-    assert "custom_call" not in str(module)
-    return [np.asarray(v) for v in program_from_module(module)(*inputs)]
 
 
 def numpy_norm(x, gamma, beta, kind, zero_centered, eps):

@@ -1,108 +1,20 @@
-"""Transformer Engine softmax calls (te_scaled*_softmax_{forward,backward}_ffi) and the
-quantize / dequantize calls (te_dbias_quantize_ffi, te_dequantize_ffi) in TE's exact
-typed-FFI signatures (transformer_engine/jax/csrc/extensions/{softmax,quantization}.cpp),
-rewritten and run on CPU, against TE's JAX references (jax/cpp_extensions/softmax.py
-jax_scaled_*softmax, jax.vjp of them) and the fp8 cast (clamp to ±max, then ml_dtypes'
-round-to-nearest-even cast) bit for bit."""
+"""Transformer Engine quantize / dequantize calls (te_dbias_quantize_ffi, te_dequantize_ffi)
+in TE's exact typed-FFI signatures (transformer_engine/jax/csrc/extensions/quantization.cpp),
+rewritten and run on CPU, against the fp8 cast (clamp to ±max, then ml_dtypes'
+round-to-nearest-even cast) and MXFP8's e8m0 block exponents, bit for bit."""
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 
 from converter.runtime.convert import convert_text
-from converter.runtime.program import program_from_module
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.te_hlo import T, dims, fp8_cast, run, sweep
 
-RNG = np.random.default_rng(30)
-T = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-     np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
-
-
-def sweep(values, keep):
-    """The cases outside `keep` run with `pytest -m slow` (the default run keeps one of each
-    kind, within the suite's time budget)."""
-    return [v if i in keep else pytest.param(*(v if isinstance(v, tuple) else (v,)), marks=pytest.mark.slow)
-            for i, v in enumerate(values)]
-
-
-def dims(shape) -> str:
-    return ",".join(map(str, shape))
-
-
-def run(text, inputs, name="te.hlo"):
-    module = convert_text(text, name)
-    assert "custom_call" not in str(module)
-    return [np.asarray(v) for v in program_from_module(module)(*inputs)]
-
-
-def softmax_module(kind, shape, dt, scale, mask_shape=None) -> str:
-    mask = f"\n  mask = u8[{dims(mask_shape)}] parameter(2)" if mask_shape else ""
-    fwd_args = "x, mask" if mask_shape else "x"
-    return f"""HloModule te_softmax
-ENTRY main {{
-  x = {dt}[{dims(shape)}] parameter(0)
-  dy = {dt}[{dims(shape)}] parameter(1){mask}
-  y = {dt}[{dims(shape)}] custom-call({fwd_args}), custom_call_target="te_{kind}_softmax_forward_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{scale_factor = {scale:e} : f64}}
-  dx = {dt}[{dims(shape)}] custom-call(dy, y), custom_call_target="te_{kind}_softmax_backward_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{scale_factor = {scale:e} : f64}}
-  ROOT t = ({dt}[{dims(shape)}], {dt}[{dims(shape)}]) tuple(y, dx)
-}}
-"""
-
-
-def te_softmax_reference(kind, x, scale, mask=None):
-    """TE's jax_scaled_*softmax, with the CUDA kernel's fully masked rows (all -10000:
-    zeros) written out."""
-    s = x * scale
-    if kind == "scaled":
-        return jax.nn.softmax(s)
-    if kind == "scaled_masked":
-        keep = mask != 1
-        y = jax.nn.softmax(s, where=keep)
-        return jnp.where(keep.any(-1, keepdims=True), jnp.where(keep, y, 0.0), 0.0)
-    sq, sk = x.shape[-2:]
-    causal = jnp.arange(sk)[None, :] <= jnp.arange(sq)[:, None]
-    return jnp.where(causal, jax.nn.softmax(s, where=causal), 0.0)
-
-
-@pytest.mark.parametrize("kind, mask_batch", [("scaled", None), ("scaled_masked", 2), ("scaled_masked", 1),
-                                              ("scaled_upper_triang_masked", None)])
-def test_softmax_forward_backward_match_te_reference(kind, mask_batch):
-    shape, scale = (2, 3, 8, 8), 0.125
-    x = (RNG.standard_normal(shape) * 4).astype(np.float32)
-    dy = RNG.standard_normal(shape).astype(np.float32)
-    inputs = [x, dy]
-    mask = None
-    if mask_batch:
-        mask = (RNG.random((mask_batch, 1, 8, 8)) < 0.4).astype(np.uint8)
-        mask[0, 0, 3, :] = 1  # one fully masked row: the kernel writes zeros
-        inputs.append(mask)
-    y, dx = run(softmax_module(kind, shape, "f32", scale, mask.shape if mask is not None else None), inputs)
-    @jax.jit
-    def reference_and_vjp(a, g):
-        out, vjp = jax.vjp(lambda b: te_softmax_reference(kind, b, scale, None if mask is None else jnp.asarray(mask)), a)
-        return out, vjp(g)[0]
-
-    want, want_dx = reference_and_vjp(jnp.asarray(x), jnp.asarray(dy))
-    # f32 exp and sums over 8 terms on both sides: f32's tolerance.
-    assert_close(y, np.asarray(want), atol=1e-6)
-    # TE's backward is y·(dy − Σ dy·y)·scale from the forward's output (for masked
-    # entries y = 0, so their gradient is 0 as in jax.vjp).
-    assert_close(dx, np.asarray(want_dx), atol=1e-6)
-    if mask_batch:
-        assert not y[0, :, 3].any()
-
-
-def test_softmax_bf16_rounds_once():
-    shape = (1, 2, 4, 16)
-    x = RNG.standard_normal(shape).astype(ml_dtypes.bfloat16)
-    y, _ = run(softmax_module("scaled", shape, "bf16", 0.5), [x, np.zeros(shape, ml_dtypes.bfloat16)])
-    want = np.asarray(jax.nn.softmax(jnp.asarray(x, jnp.float32) * 0.5)).astype(ml_dtypes.bfloat16)
-    assert_close(y, want)  # f32 inside, one rounding to bf16: bf16's tolerance
+RNG = np.random.default_rng(31)
 
 
 def quantize_module(x_shape, dt, out_t, mode, flatten_axis, is_dbias, layout=0, extra="") -> str:
@@ -129,11 +41,6 @@ ENTRY main {{
   ROOT t = ({out_t}[{dims(x_shape)}], {out_t}[{col}], f32[1], f32[1], {dt}[{db}], {dt}[{dims(x_shape)}]) tuple(q, c, si, am, db, dq)
 }}
 """
-
-
-def fp8_cast(v, fp8_t):
-    limit = float(ml_dtypes.finfo(fp8_t).max)
-    return np.clip(v.astype(np.float32), -limit, limit).astype(fp8_t)
 
 
 # mode 1 delayed, 3 current (scale from amax, as TE's JAX side computes it)
@@ -170,20 +77,6 @@ def test_unsupported_quantize_modes_are_located_errors(mode, extra, what):
     if extra:
         text = text.replace("stochastic_rounding = false", "stochastic_rounding = true")
     with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*{what}"):
-        convert_text(text, "te.hlo")
-
-
-@pytest.mark.parametrize("target, why", [("te_ep_dispatch_ffi", "expert-parallel"),
-                                         ("te_grouped_gemm_ffi", "grouped"),
-                                         ("te_grouped_quantize_v2_ffi", "grouped")])
-def test_refused_te_calls_name_the_call_and_reason(target, why):
-    text = f"""HloModule te_refused
-ENTRY main {{
-  x = bf16[4,8] parameter(0)
-  ROOT y = bf16[4,8] custom-call(x), custom_call_target="{target}", api_version=API_VERSION_TYPED_FFI
-}}
-"""
-    with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*{target}.*not converted: .*{why}"):
         convert_text(text, "te.hlo")
 
 
