@@ -128,3 +128,15 @@ def test_mxfp8_quantize_bit_exact(fp8_t):
     factor = np.repeat(2.0 ** (127 - e.astype(np.float64)), 32, axis=1)
     want = fp8_cast((x32 * factor).astype(np.float32), fp8_t)
     np.testing.assert_array_equal(q.view(np.uint8), want.view(np.uint8))
+
+
+def test_mxfp8_colwise_output_is_a_located_error():
+    """MXFP8's colwise output (blocks of 32 down the columns) is not converted: asking for it
+    (quantize_layout ROWWISE_COLWISE, a colwise result of x's size) is refused by name."""
+    text = mxfp8_module((4, 64), "bf16", "f8e4m3fn", (128, 4))
+    text = text.replace("f8e4m3fn[1], f8e8m0fnu", "f8e4m3fn[4,64], f8e8m0fnu").replace("q_layout = 0", "q_layout = 2")
+    text = text.replace("  ROOT t = (f8e4m3fn[4,64], f8e8m0fnu[128,4]) tuple(q, si)",
+                        "  c = f8e4m3fn[4,64] get-tuple-element(cc), index=1\n"
+                        "  ROOT t = (f8e4m3fn[4,64], f8e8m0fnu[128,4], f8e4m3fn[4,64]) tuple(q, si, c)")
+    with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*MXFP8 with its colwise"):
+        convert_text(text, "te.hlo")
