@@ -233,7 +233,7 @@ def lower_dact(op: ir.Operation) -> None:
 
 
 @register_pass("te-activation", "Transformer Engine activation calls (te_act_lu_ffi, te_dact_dbias_quantize_ffi; "
-               "plain and gated, fp8 tensor-scaled outputs) → portable math", targets=FORWARD + BACKWARD,
+               "plain and gated, fp8 tensor-scaled or MXFP8 rowwise outputs) → portable math", targets=FORWARD + BACKWARD,
                keeps_targets=True, erases_only_its_calls=True)
 def lower_te_activations(module: ir.Module, options: PassOptions) -> None:
     forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)
