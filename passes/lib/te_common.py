@@ -1,0 +1,217 @@
+"""What Transformer Engine's JAX calls share: their scaling modes, the fp8 cast TE's kernels
+do (x · scale in f32, saturated to the fp8 type's largest finite value, rounded to
+nearest even: common/util/vectorized_pointwise.h and the __nv_fp8 conversions with
+__NV_SATFINITE), and the placeholder for results a rewrite does not compute
+(workspaces, colwise copies)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from converter.mlir import builders
+from passes.lib import rewrite
+
+# JAXX_Scaling_Mode (transformer_engine/jax/csrc/extensions/misc.h)
+NO_SCALING, DELAYED_TENSOR_SCALING, MXFP8_1D_SCALING, CURRENT_TENSOR_SCALING = 0, 1, 2, 3
+SCALING_MODE_NAMES = {0: "NO_SCALING", 1: "DELAYED_TENSOR_SCALING", 2: "MXFP8_1D_SCALING",
+                      3: "CURRENT_TENSOR_SCALING", 4: "NVFP4_1D_SCALING", 5: "NVFP4_2D_SCALING"}
+TENSOR_SCALING = (DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING)
+
+# Largest finite value of each fp8 type TE writes.
+FP8_MAX = {"f8E4M3FN": 448.0, "f8E5M2": 57344.0}
+
+
+def scaling_mode_name(mode: int) -> str:
+    return SCALING_MODE_NAMES.get(mode, f"scaling_mode {mode} (unknown)")
+
+
+def is_fp8(element: ir.Type) -> bool:
+    return str(element) in FP8_MAX
+
+
+def f32() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def scalar_of(value: ir.Value) -> ir.Value:
+    """The first element of a [1]-shaped (or any-shaped) f32 buffer as a 0-d f32 value."""
+    shape = builders.shape_of(value)
+    if shape and any(d != 1 for d in shape):
+        value = builders.slice_(value, [0] * len(shape), [1] * len(shape))
+    return builders.convert(builders.reshape(value, []), f32())
+
+
+def broadcast_scalar(scalar: ir.Value, shape: list[int]) -> ir.Value:
+    return builders.broadcast_in_dim(scalar, shape, [])
+
+
+def fp8_cast(op: ir.Operation, x32: ir.Value, scale: ir.Value, element: ir.Type) -> ir.Value:
+    """TE's quantization of the f32 `x32` with the 0-d f32 `scale`: saturate(x · scale)
+    converted (round to nearest even) to the fp8 `element`; NaN stays NaN."""
+    name = str(element)
+    if name not in FP8_MAX:
+        raise rewrite.op_error(op, f"quantized output type {name}: the fp8 types TE writes are {sorted(FP8_MAX)}")
+    shape = builders.shape_of(x32)
+    scaled = builders.binary("multiply", x32, broadcast_scalar(scale, shape))
+    limit = FP8_MAX[name]
+    clamped = builders.clamp(builders.scalar_constant(-limit, f32()), scaled, builders.scalar_constant(limit, f32()))
+    return builders.convert(clamped, element)
+
+
+def amax_of(x32: ir.Value) -> ir.Value:
+    """max |x| over all elements, 0-d f32."""
+    absolute = builders.unary("abs", x32)
+    return builders.reduce(absolute, list(range(len(builders.shape_of(x32)))), "maximum", 0)
+
+
+def reshape_to(value: ir.Value, result: ir.Value) -> ir.Value:
+    """`value` reshaped (and converted) to `result`'s type."""
+    t = ir.RankedTensorType(result.type)
+    return builders.convert(builders.reshape(value, list(t.shape)), t.element_type)
+
+
+def placeholder(op: ir.Operation, result: ir.Value) -> ir.Value | None:
+    """A result the rewrite does not compute (workspace, an unrequested copy): dropped when
+    unused, else zeros (its contents are scratch in TE)."""
+    if not rewrite.has_uses(result):
+        return None
+    return builders.zeros_like_type(result.type)
+
+
+def attr(op: ir.Operation, config: dict, name: str):
+    if name not in config:
+        raise rewrite.op_error(op, f"backend_config has no '{name}'")
+    return config[name]
+
+
+def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], mode: int, scale: ir.Value,
+                      amax_in: ir.Value, amax_when_no_scaling: bool) -> list[ir.Value | None]:
+    """(output, colwise_output, scale_inv, colwise_scale_inv, updated_amax) of a TE
+    quantizing kernel from its f32 result `y32` ([m, n], collapsed at the flatten axis):
+    NO_SCALING writes y in the output type; tensor scaling (delayed or current: TE's JAX
+    side computes a current scale before the call, so the kernel reads `scale` in both)
+    writes saturate(y · scale) in fp8, scale_inv = 1/scale shared by both layouts, and the
+    colwise output is the transpose ([n, m], NVTE_DELAYED_TENSOR_SCALING's columnwise
+    layout).  updated_amax (aliased to `amax_in`, max-ed atomically) = max(amax_in, max|y|)
+    when tensor-scaled or asked for, else amax_in.  MXFP8 (rowwise): data and e8m0 block
+    scales as mxfp8_quantize."""
+    out, col_out, scale_inv, col_scale_inv, updated_amax = results
+    out_element = ir.RankedTensorType(out.type).element_type
+    values: list[ir.Value | None] = []
+    if mode == NO_SCALING:
+        if is_fp8(out_element):
+            raise rewrite.op_error(op, f"an fp8 output ({out_element}) with scaling_mode NO_SCALING")
+        values += [reshape_to(builders.convert(y32, out_element), out), placeholder(op, col_out),
+                   placeholder(op, scale_inv), placeholder(op, col_scale_inv)]
+    elif mode in TENSOR_SCALING:
+        s = scalar_of(scale)
+        q = fp8_cast(op, y32, s, out_element)
+        values.append(builders.reshape(q, list(ir.RankedTensorType(out.type).shape)))
+        col_shape = list(ir.RankedTensorType(col_out.type).shape)
+        if rewrite.has_uses(col_out) and math.prod(col_shape) == math.prod(builders.shape_of(q)) and \
+                ir.RankedTensorType(col_out.type).element_type == out_element:
+            values.append(builders.reshape(builders.transpose(q, [1, 0]), col_shape))
+        elif rewrite.has_uses(col_out):
+            raise rewrite.op_error(op, f"a colwise output of shape {col_shape} that is not the transpose of {builders.shape_of(q)}")
+        else:
+            values.append(None)
+        inv = builders.binary("divide", builders.scalar_constant(1.0, f32()), s)
+        if math.prod(ir.RankedTensorType(scale_inv.type).shape) != 1:
+            raise rewrite.op_error(op, f"tensor scaling with a scale_inv of type {scale_inv.type} (expected one f32)")
+        values.append(reshape_to(broadcast_scalar(inv, [1]), scale_inv))
+        values.append(placeholder(op, col_scale_inv))
+    elif mode == MXFP8_1D_SCALING:
+        # A colwise output TE did not request has shape (1,) (get_scale_shape_2x / abstract).
+        requested = [r for r in (col_out, col_scale_inv) if math.prod(ir.RankedTensorType(r.type).shape) > 1]
+        if any(rewrite.has_uses(r) for r in requested):
+            raise rewrite.op_error(op, "MXFP8 with its colwise (column-block) output used: not converted; the "
+                                   "rowwise output is")
+        data, exponents = mxfp8_quantize(op, y32, out_element)
+        values += [builders.reshape(data, list(ir.RankedTensorType(out.type).shape)), placeholder(op, col_out),
+                   block_scales_as(op, exponents, scale_inv), placeholder(op, col_scale_inv)]
+    else:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 block scales are not converted; "
+                               "NO_SCALING, tensor scaling and MXFP8 rowwise are")
+    if mode in TENSOR_SCALING or amax_when_no_scaling:
+        new = builders.binary("maximum", scalar_of(amax_in), amax_of(y32))
+        values.append(reshape_to(broadcast_scalar(new, [1]), updated_amax))
+    else:
+        values.append(reshape_to(amax_in, updated_amax))
+    return values
+
+
+MXFP8_BLOCK = 32
+
+
+def _u32(value: int, shape: list[int]) -> ir.Value:
+    return builders.scalar_constant(value, ir.IntegerType.get_unsigned(32), shape)
+
+
+def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type) -> tuple[ir.Value, ir.Value]:
+    """MXFP8 rowwise quantization of the f32 [m, n] `x32` as TE's kernels do it
+    (common/cast/mxfp8/quantize_mxfp8.cuh, util/ptx_arch_spec.cuh float_to_e8m0,
+    util/ptx.cuh exp2f_rcp): per block of 32 along n, e = float_to_e8m0(amax · (1/max)),
+    the biased exponent rounded up (NaN 255, inf 254, values ≤ 2^-127 0); the data is
+    saturate(x · 2^(127 − e)) in the fp8 type.  Returns (data [m, n], e as u8 [m, n/32])."""
+    name = str(element)
+    if name not in FP8_MAX:
+        raise rewrite.op_error(op, f"MXFP8 output type {name}: expected one of {sorted(FP8_MAX)}")
+    m, n = builders.shape_of(x32)
+    if n % MXFP8_BLOCK:
+        raise rewrite.op_error(op, f"MXFP8 blocks of {MXFP8_BLOCK}: the quantized dimension {n} is not a multiple")
+    nb = n // MXFP8_BLOCK
+    blocks = builders.reshape(builders.unary("abs", x32), [m, nb, MXFP8_BLOCK])
+    amax = builders.reduce(blocks, [2], "maximum", 0)
+    rcp = float(np.float32(1.0 / FP8_MAX[name]))  # max_norm_rcp: 1/max in double, stored as float
+    val = builders.binary("multiply", amax, builders.scalar_constant(rcp, f32(), [m, nb]))
+    shape = [m, nb]
+    bits = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get(shape, ir.IntegerType.get_unsigned(32)),
+                        [val])
+    exponent = builders.binary("shift_right_logical", bits, _u32(23, shape))
+    mantissa = builders.binary("and", bits, _u32(0x7FFFFF, shape))
+    up = builders.binary("and", builders.compare(mantissa, _u32(0, shape), "GT"),
+                         builders.compare(exponent, _u32(0xFE, shape), "NE"))
+    tiny = builders.binary("and", builders.compare(exponent, _u32(0, shape), "EQ"),
+                           builders.compare(mantissa, _u32(0x400000, shape), "LE"))
+    up = builders.binary("and", up, builders.unary("not", tiny))
+    e = builders.select(up, builders.binary("add", exponent, _u32(1, shape)), exponent)
+    is_inf = builders.compare(val, builders.scalar_constant(float("inf"), f32(), shape), "EQ")
+    e = builders.select(is_inf, _u32(0xFE, shape), e)
+    is_nan = builders.compare(val, val, "NE")
+    e = builders.select(is_nan, _u32(0xFF, shape), e)
+    # exp2f_rcp: 2^(127 − e) from its bits; e = 254 → 2^-127 (a subnormal), 255 → NaN.
+    rcp_bits = builders.binary("shift_left", builders.binary("subtract", _u32(254, shape),
+                                                            builders.binary("minimum", e, _u32(254, shape))),
+                               _u32(23, shape))
+    rcp_bits = builders.select(builders.compare(e, _u32(254, shape), "EQ"), _u32(0x00400000, shape), rcp_bits)
+    rcp_bits = builders.select(is_nan, _u32(0x7FFFFFFF, shape), rcp_bits)
+    block_rcp = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get(shape, f32()), [rcp_bits])
+    per_element = builders.reshape(builders.broadcast_in_dim(block_rcp, [m, nb, MXFP8_BLOCK], [0, 1]), [m, n])
+    scaled = builders.binary("multiply", x32, per_element)
+    limit = FP8_MAX[name]
+    data = builders.convert(builders.clamp(builders.scalar_constant(-limit, f32()), scaled,
+                                           builders.scalar_constant(limit, f32())), element)
+    return data, builders.convert(e, ir.IntegerType.get_unsigned(8))
+
+
+def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value) -> ir.Value:
+    """The u8 biased exponents [r, c] as `result` (e8m0 or u8, TE's padded [round_up(r,
+    128), round_up(c, 4)] shape): the padding, which TE's kernel never writes, is 0."""
+    t = ir.RankedTensorType(result.type)
+    r, c = builders.shape_of(exponents)
+    shape = list(t.shape)
+    rows, cols = math.prod(shape[:-1]), shape[-1] if shape else 1
+    if rows < r or cols < c:
+        raise rewrite.op_error(op, f"block-scale result {shape} smaller than the {r}×{c} scales")
+    padded = builders.pad(exponents, [0, 0], [rows - r, cols - c])
+    element = t.element_type
+    if str(element) == "f8E8M0FNU":
+        padded = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get([rows, cols], element), [padded])
+    elif str(element) not in ("ui8", "i8"):
+        raise rewrite.op_error(op, f"block-scale result type {element}: expected f8E8M0FNU or u8")
+    else:
+        padded = builders.convert(padded, element)
+    return builders.reshape(padded, shape)

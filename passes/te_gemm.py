@@ -1,0 +1,134 @@
+"""te-gemm: Transformer Engine's JAX GEMM calls → dot_general.
+
+`te_gemm_v2_ffi` (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, alpha, beta) → (output,
+workspace) with one dictionary attribute `config` {scaling_mode, collective_op,
+lhs_axis_boundary, rhs_axis_boundary, lhs_transposed, rhs_transposed,
+use_split_accumulator}; `te_gemm_ffi` (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias,
+gelu_input, alpha, beta) → (output, bias_grad, pre_gelu_out, workspace) with the same
+fields as flat attributes plus fuse_bias, fuse_gelu, grad (TE 2.5 – 2.8: six operands,
+no alpha/beta, and lhs_swizzled / rhs_swizzled results before the workspace).  As in NVIDIA/
+TransformerEngine transformer_engine/jax/csrc/extensions/gemm.cpp (GemmV2FFI, GemmFFI,
+xla_buffer_to_nvte_gemm_operand) and jax/cpp_extensions/gemm.py (GemmPrimitive):
+each operand is collapsed to 2-D at its axis boundary; lhs is [M, K] ([K, M] when
+lhs_transposed), rhs [K, N] ([N, K] when rhs_transposed); the output is lhs_2d · rhs_2d
+in f32 (cuBLAS's compute type), times both inverse scales for tensor-scaled fp8, plus the
+bias (non-empty bias = fused), converted to the output type, in the output's shape.
+The gelu epilogue (TE ≤ 2.9 te_gemm_ffi with fuse_gelu, forward) writes the pre-gelu
+value to pre_gelu_out and gelu (tanh form, cuBLASLt's) to the output.
+
+Refused by name: MXFP8 / NVFP4 scaling (the scales arrive swizzled for cuBLAS),
+collective (all-gather / reduce-scatter overlapped) GEMMs, and the backward epilogues
+(grad with bias or gelu: bias-gradient and dgelu)."""
+
+from __future__ import annotations
+
+import math
+
+from jaxlib.mlir import ir
+
+from converter.mlir import builders
+from passes.lib import rewrite
+from passes.lib.registry import PassOptions, register_pass
+from passes.lib.te_common import (NO_SCALING, TENSOR_SCALING, attr, broadcast_scalar, f32, is_fp8, placeholder,
+                                  reshape_to, scalar_of, scaling_mode_name)
+
+TARGETS = ("te_gemm_ffi", "te_gemm_v2_ffi")
+
+
+def _collapse(x: ir.Value, boundary: int) -> ir.Value:
+    shape = builders.shape_of(x)
+    return builders.reshape(x, [math.prod(shape[:boundary]), math.prod(shape[boundary:])])
+
+
+def _gelu_tanh(x: ir.Value) -> ir.Value:
+    """0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), in x's (f32) type."""
+    shape = builders.shape_of(x)
+
+    def c(v: float) -> ir.Value:
+        return builders.scalar_constant(v, f32(), shape)
+
+    cube = builders.binary("multiply", x, builders.binary("multiply", x, x))
+    inner = builders.binary("multiply", c(math.sqrt(2 / math.pi)),
+                            builders.binary("add", x, builders.binary("multiply", c(0.044715), cube)))
+    return builders.binary("multiply", builders.binary("multiply", c(0.5), x),
+                           builders.binary("add", c(1.0), builders.unary("tanh", inner)))
+
+
+def lower_te_gemm(op: ir.Operation) -> None:
+    target = rewrite.call_target(op)
+    cfg = rewrite.backend_config(op)
+    v2 = target == "te_gemm_v2_ffi"
+    if v2:
+        cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else None
+        if cfg is None:
+            raise rewrite.op_error(op, "backend_config has no 'config' dictionary")
+    operands = list(op.operands)
+    expected = 7 if v2 else 8
+    if len(operands) != expected and not (not v2 and len(operands) == 6):
+        raise rewrite.op_error(op, f"{len(operands)} operands; {target} takes {expected}"
+                               + ("" if v2 else " (or 6 before alpha/beta were added)"))
+    lhs, lhs_sinv, rhs, rhs_sinv, bias = operands[:5]
+    gelu_input = None if v2 else operands[5]
+    mode = int(attr(op, cfg, "scaling_mode"))
+    collective = int(cfg.get("collective_op", 0))
+    if collective != 0:
+        raise rewrite.op_error(op, f"collective_op {collective} ({'ALL_GATHER' if collective == 1 else 'REDUCE_SCATTER'}"
+                               "): TE's communication-overlapped GEMM needs its userbuffers communicator; "
+                               "not converted (run the model with collective GEMM off)")
+    if mode != NO_SCALING and mode not in TENSOR_SCALING:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block-scaled GEMMs receive their "
+                               "scales pre-swizzled for cuBLAS; not converted (tensor scaling and NO_SCALING are)")
+    fuse_gelu = bool(cfg.get("fuse_gelu", False)) and not v2
+    grad = bool(cfg.get("grad", False)) and not v2
+    # te_gemm_ffi's writers (TE ≤ 2.9) fuse the bias only under fuse_bias: with the flag off a
+    # non-empty bias is added by the caller after its reduction (GemmPrimitive's sharded
+    # impl); te_gemm_v2_ffi fuses any non-empty bias.
+    has_bias = math.prod(builders.shape_of(bias)) > 0 and (v2 or bool(cfg.get("fuse_bias", True)))
+    if grad and (has_bias or fuse_gelu or (gelu_input is not None and math.prod(builders.shape_of(gelu_input)) > 0)):
+        raise rewrite.op_error(op, "grad=true with a bias or gelu epilogue (cuBLASLt BGRAD / DGELU backward "
+                               "epilogues): not converted")
+    lt = bool(attr(op, cfg, "lhs_transposed"))
+    rt = bool(attr(op, cfg, "rhs_transposed"))
+    lb = int(attr(op, cfg, "lhs_axis_boundary"))
+    rb = int(attr(op, cfg, "rhs_axis_boundary"))
+    results = list(op.results)
+    out = results[0]
+    out_type = ir.RankedTensorType(out.type)
+    if is_fp8(builders.element_type_of(lhs)) != is_fp8(builders.element_type_of(rhs)) or \
+            (mode == NO_SCALING and is_fp8(builders.element_type_of(lhs))):
+        raise rewrite.op_error(op, f"operand types {builders.element_type_of(lhs)} × {builders.element_type_of(rhs)} "
+                               f"do not fit scaling_mode {scaling_mode_name(mode)}")
+    with rewrite.at(op):
+        a = builders.convert(_collapse(lhs, lb), f32())
+        b = builders.convert(_collapse(rhs, rb), f32())
+        # out[m, n] = Σ_k lhs[m, k] rhs[k, n], contracting the dim the flags name.
+        product = builders.dot_general(a, b, f32(), [], [], [0 if lt else 1], [1 if rt else 0])
+        m, n = builders.shape_of(product)
+        if mode in TENSOR_SCALING:
+            scale = builders.binary("multiply", scalar_of(lhs_sinv), scalar_of(rhs_sinv))
+            product = builders.binary("multiply", product, broadcast_scalar(scale, [m, n]))
+        if has_bias:
+            bias_row = builders.convert(builders.reshape(bias, [n]), f32())
+            product = builders.binary("add", product, builders.broadcast_in_dim(bias_row, [m, n], [1]))
+        pre_gelu = product
+        if fuse_gelu:
+            product = _gelu_tanh(product)
+        values: list[ir.Value | None] = [builders.convert(builders.reshape(product, list(out_type.shape)),
+                                                          out_type.element_type)]
+        if not v2:
+            bias_grad, pre_gelu_out = results[1], results[2]
+            values.append(placeholder(op, bias_grad))
+            if fuse_gelu and math.prod(ir.RankedTensorType(pre_gelu_out.type).shape) == m * n:
+                values.append(reshape_to(pre_gelu, pre_gelu_out))
+            else:
+                values.append(placeholder(op, pre_gelu_out))
+        values.extend(placeholder(op, r) for r in results[len(values):])
+    rewrite.replace(op, values)
+
+
+@register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16/fp8 tensor-scaled, "
+               "bias/gelu epilogues) → dot_general", targets=TARGETS, keeps_targets=True, erases_only_its_calls=True)
+def lower_te_gemms(module: ir.Module, options: PassOptions) -> None:
+    (calls,) = rewrite.custom_calls_of(module, TARGETS)
+    for op in calls:
+        lower_te_gemm(op)

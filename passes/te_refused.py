@@ -1,0 +1,34 @@
+"""te-refused: Transformer Engine JAX calls (NVIDIA/TransformerEngine
+transformer_engine/jax/csrc/extensions/pybind.cpp registrations) that are not converted,
+each refused by name with its reason, so a TE dump fails on the first such call with what
+the user can do rather than as an unknown target."""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+from passes.lib import rewrite
+from passes.lib.registry import PassOptions, register_pass
+
+_EP = ("expert-parallel token exchange (ep.cpp): dispatch/combine move tokens between GPUs through TE's NCCL-EP "
+       "communicator, whose routing state lives in the process, not in the dump; run the model without "
+       "TE expert parallelism (tokens routed by JAX collectives) to convert it")
+_GROUPED = ("grouped (per-expert) GEMM / quantize: not converted yet; the ungrouped te_gemm / te_dbias_quantize "
+            "calls are (run the MoE layers with a per-expert loop or jax.lax.ragged_dot)")
+
+REASONS: dict[str, str] = {
+    "te_ep_prepare_ffi": _EP, "te_ep_dispatch_ffi": _EP, "te_ep_combine_ffi": _EP,
+    "te_ep_dispatch_bwd_ffi": _EP, "te_ep_combine_bwd_ffi": _EP,
+    "te_grouped_gemm_ffi": _GROUPED, "te_grouped_gemm_v2_ffi": _GROUPED,
+    "te_grouped_gemm_d2h_group_sizes_ffi": _GROUPED, "te_grouped_quantize_ffi": _GROUPED,
+    "te_grouped_quantize_v2_ffi": _GROUPED,
+    "te_rht_amax_ffi": "NVFP4's random-Hadamard-transform amax: NVFP4 quantization is not converted",
+}
+
+
+@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM/quantize, RHT amax): "
+               "refused by name with the reason", targets=tuple(REASONS), keeps_targets=True)
+def refuse_te_calls(module: ir.Module, options: PassOptions) -> None:
+    (calls,) = rewrite.custom_calls_of(module, tuple(REASONS))
+    for op in calls:
+        raise rewrite.op_error(op, f"not converted: {REASONS[rewrite.call_target(op)]}")
