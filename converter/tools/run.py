@@ -227,7 +227,10 @@ def run_command(args) -> int:
     if getattr(args, "find_nonfinite", False):
         from converter.tools.nonfinite import run_find_nonfinite
 
-        return run_find_nonfinite(args)
+        if not getattr(args, "own_process", False):
+            return run_find_nonfinite(args)
+        # As a plain run: where Ctrl-C / SIGTERM stops it at once.
+        return run_stoppable(lambda: run_find_nonfinite(args), [], "run")
     if args.processes:
         if args.save_inputs:
             raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")

@@ -293,6 +293,37 @@ def test_a_signal_stops_the_run_at_once(tmp_path, when, signum):
     assert not any(_alive(c) for c in children)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_signal_stops_find_nonfinite_at_once(tmp_path):
+    """`run --find-nonfinite` runs where a signal stops it too: the same 2e9-iteration loop,
+    SIGINT once its work is running in the child, exit 130 within seconds, nothing left."""
+    dump = tmp_path / "forever.hlo"
+    dump.write_text(_FOREVER)
+    p = subprocess.Popen([sys.executable, "-m", "converter", "run", str(dump), "--find-nonfinite"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=cli_env())
+    try:
+        deadline = time.time() + 120
+        children: list[int] = []
+        while not children and time.time() < deadline:
+            children = _children(p.pid)
+            time.sleep(0.05)
+        assert children, "the work runs in a child process"
+        time.sleep(8)  # converted, compiled, executing: the loop alone lasts far longer
+        assert p.poll() is None, p.stderr.read()
+        start = time.time()
+        p.send_signal(signal.SIGINT)
+        code = p.wait(timeout=30)
+        took = time.time() - start
+        err = p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert code == 130, err
+    assert took < 3, took
+    assert "interrupted" in err and "Traceback" not in err
+    assert not any(_alive(c) for c in children)
+
+
 _PARTIAL = textwrap.dedent("""
     import sys, time
     from converter.common.files import partial_file
