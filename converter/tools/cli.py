@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     from converter.tools.diff import add_diff_parser
 
     add_diff_parser(sub)
+    from converter.tools.bisect import add_bisect_parser
+
+    add_bisect_parser(sub)
+    add_pipeline_args(sub.choices["bisect"])
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib; with --emit jax, a module (taps as "
                                       "extra results) that plain JAX runs on a TPU/GPU")
@@ -293,6 +297,12 @@ def cmd_diff(args) -> int:
     return run_diff(args)
 
 
+def cmd_bisect(args) -> int:
+    from converter.tools.bisect import cmd_bisect as run_bisect
+
+    return run_bisect(args)
+
+
 def cmd_memory(args) -> int:
     from converter.tools.memory import load_buffer_assignment, summarize
     from converter.tools.memory.report import format_comparison, format_summary
@@ -342,6 +352,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": cmd_compare,
     "extract": cmd_extract,
     "diff": cmd_diff,
+    "bisect": cmd_bisect,
 }
 
 
