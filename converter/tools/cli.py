@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bisect_parser(sub)
     add_pipeline_args(sub.choices["bisect"])
+    from converter.tools.graph import add_view_parser
+
+    add_view_parser(sub)
+    add_pipeline_args(sub.choices["view"])
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib; with --emit jax, a module (taps as "
                                       "extra results) that plain JAX runs on a TPU/GPU")
@@ -303,6 +307,12 @@ def cmd_bisect(args) -> int:
     return run_bisect(args)
 
 
+def cmd_view(args) -> int:
+    from converter.tools.graph import cmd_view as run_view
+
+    return run_view(args)
+
+
 def cmd_memory(args) -> int:
     from converter.tools.memory import load_buffer_assignment, summarize
     from converter.tools.memory.report import format_comparison, format_summary
@@ -353,6 +363,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "extract": cmd_extract,
     "diff": cmd_diff,
     "bisect": cmd_bisect,
+    "view": cmd_view,
 }
 
 
