@@ -251,26 +251,17 @@ def cmd_bisect(args) -> int:
     from converter.common.files import write_atomic
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
-    from converter.runtime import program as runtime
-    from converter.tools.options import import_options_from_args, pass_options_from_args
+    from converter.tools.extract import tapped_program_loader
 
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise UsageError(f"-o {args.output}: folder {folder} does not exist")
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
 
-    def loader(options):
-        import dataclasses
-
-        options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
-        return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
-                            pass_options=pass_options_from_args(args),
-                            allow_unknown_attributes=args.allow_unknown_attributes)
-
     progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
     with tempfile.TemporaryDirectory(prefix="hlo-roundtrip-bisect-") as tmp:
         check: Check = CommandCheck(args.check, tmp) if args.check else NonfiniteCheck()
-        result = bisect(args.dump, check, hlo=hlo, seed=args.seed, inputs_path=args.inputs, program_loader=loader,
+        result = bisect(args.dump, check, hlo=hlo, seed=args.seed, inputs_path=args.inputs, program_loader=tapped_program_loader(args),
                         progress=progress)
     npz_path = inputs_path_for(args.output)
     buffer = io.BytesIO()

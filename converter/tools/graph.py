@@ -160,7 +160,6 @@ def cmd_view(args) -> int:
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
     from converter.mlir.serialize import module_text
-    from converter.runtime import program as runtime
     from converter.runtime.convert import convert_module
     from converter.tools.options import import_options_from_args, pass_options_from_args
 
@@ -183,14 +182,10 @@ def cmd_view(args) -> int:
         overlay = on_graph(compare_overlay(compare_dumps(args.dump, args.compare, args.inputs, args.seed,
                                                          pipeline=args.pipeline)), hlo)
     elif args.nonfinite:
-        def loader(options):
-            import dataclasses
+        from converter.tools.extract import tapped_program_loader
 
-            options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
-            return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
-                                pass_options=pass_options_from_args(args))
-
-        overlay = on_graph(nonfinite_overlay(args.dump, hlo, args.seed, args.inputs, loader), hlo)
+        overlay = on_graph(nonfinite_overlay(args.dump, hlo, args.seed, args.inputs, tapped_program_loader(args)),
+                           hlo)
     config = model_explorer.config().add_model_from_path(mlir_path)
     print(f"wrote {mlir_path}")
     if overlay is not None:
