@@ -16,7 +16,10 @@ Checks: `--check CMD` runs CMD in a shell with `{hlo}` and `{inputs}` replaced b
 candidate's files (appended when CMD names neither) and counts a non-zero exit as a
 failure, as hlo_bisect's script does.  `--find-nonfinite` fails a module whose result XLA
 computes with a NaN or Inf from inputs that hold none: the origin of the non-finite value
-(the definition of `run --find-nonfinite`) stays in the module.
+(the definition of `run --find-nonfinite`) stays in the module.  `--diverges-from B` fails a
+module whose result differs (compare's tolerance) from B's value of the instruction matched
+with its root, while every parameter holds a matched instruction whose values agree in A
+and B: what changed between the dumps stays in the module.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from converter.tools.extract import ExtractError, cut_instructions, extract_modu
 
 # Computation-valued attributes whose computation bisect enters when it is the root.
 ENTERED = {("fusion", "calls"), ("call", "to_apply")}
+# How many instructions from the end are tried for a failure before the search starts.
+LAST_TRIES = 16
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Candidate:
     root: str
     producers: int
     size: int  # instructions of the cut
+    held: list[str] = field(default_factory=list)  # what each parameter holds: an instruction (leaf `#k`)
 
 
 @dataclass
@@ -59,6 +65,9 @@ class BisectResult:
 
 class Check:
     """Whether a candidate module still shows the failure."""
+
+    def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
+        """Called once with the dump's run (every instruction's value, and the inputs)."""
 
     def fails(self, candidate: Candidate) -> bool:
         raise NotImplementedError
@@ -105,9 +114,50 @@ class NonfiniteCheck(Check):
         return _nonfinite(run_with_xla(candidate.text, candidate.inputs))
 
 
+class DivergesCheck(Check):
+    """XLA's result of the candidate differs (compare's tolerance) from B's value of the
+    instruction matched with its root (matched as `compare` matches them), while every
+    parameter holds a matched instruction whose values agree in A and B: the change
+    between the dumps is inside the module, not upstream of it."""
+
+    def __init__(self, path_b: str, program_loader_b=None):
+        self.path_b = path_b
+        self.program_loader_b = program_loader_b
+
+    def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
+        from converter.hlo.parser import parse_hlo_file
+        from converter.tools.compare import flatten, keyed
+
+        hlo_b = parse_hlo_file(self.path_b)
+        keyed_a, keyed_b = keyed(hlo, flatten(hlo)), keyed(hlo_b, flatten(hlo_b))
+        self.match = {keyed_a[k].name: keyed_b[k].name for k in keyed_a if k in keyed_b}
+        self.values_a = values
+        self.values_b, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b)
+
+    def _agree(self, a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+        from converter.runtime.compare import compare
+
+        return len(a) == len(b) and all(
+            x.size == y.size and compare(np.asarray(x), np.asarray(y).reshape(np.shape(x)), scale_floor=True).ok
+            for x, y in zip(a, b))
+
+    def fails(self, candidate: Candidate) -> bool:
+        from converter.runtime.xla_oracle import run_with_xla
+
+        b_root = self.match.get(candidate.root)
+        if b_root is None or b_root not in self.values_b:
+            return False
+        for held in dict.fromkeys(h.split("#")[0] for h in candidate.held):
+            b = self.match.get(held)
+            if b is None or b not in self.values_b or not self._agree(self.values_a[held], self.values_b[b]):
+                return False
+        got = [np.asarray(g) for g in run_with_xla(candidate.text, candidate.inputs)]
+        return not self._agree(got, self.values_b[b_root])
+
+
 def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
-                program_loader=None) -> dict[str, list[np.ndarray]]:
-    """Every instruction's value (array leaves) in one run of the dump."""
+                program_loader=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray]]:
+    """Every instruction's value (array leaves) in one run of the dump, and its inputs."""
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, resolve
 
@@ -132,7 +182,7 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
     for spec, out in zip(program.results, outputs):
         if spec.name.startswith("tap:"):
             values.setdefault(spec.name[4:].split("#")[0], []).append(np.asarray(out))
-    return values
+    return values, list(arrays)
 
 
 def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[np.ndarray] | None = None,
@@ -142,7 +192,8 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         from converter.hlo.parser import parse_hlo_file
 
         hlo = parse_hlo_file(path)
-    values = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader)
+    values, arrays = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader)
+    check.prepare(hlo, values, arrays)
     checks = 0
     cache: dict[tuple[str, int], Candidate | None] = {}
 
@@ -150,9 +201,9 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         key = (name, producers)
         if key not in cache:
             try:
-                text, inputs, _ = extract_module(hlo, name, values, producers=producers)
+                text, inputs, held = extract_module(hlo, name, values, producers=producers)
                 size = len(cut_instructions(comp, comp.by_name[name], producers))
-                cache[key] = Candidate(text, inputs, name, producers, size)
+                cache[key] = Candidate(text, inputs, name, producers, size, held)
             except (ExtractError, KeyError):  # not extractable, or an operand without a value
                 cache[key] = None
         return cache[key]
@@ -178,15 +229,19 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     everything = len(comp.instructions)
     roots = [i.name for i in comp.instructions if i.opcode != "parameter"]
     trail: list[str] = []
-    if not roots or not fails(comp, roots[-1], everything):
-        raise ConverterError(f"{path}: error: the check passes on the whole module (root %{comp.root.name}): "
-                             "there is no failure to keep")
-    best = candidate(comp, roots[-1], everything)
+    # The last instruction on which the check fails: the root, or (a check about matched
+    # instructions: the root tuple is none) one of the last few before it.
+    last = next((k for k in range(len(roots) - 1, max(-1, len(roots) - 1 - LAST_TRIES), -1)
+                 if fails(comp, roots[k], everything)), None)
+    if last is None:
+        raise ConverterError(f"{path}: error: the check passes on the whole module (root %{comp.root.name} and the "
+                             f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep")
+    best = candidate(comp, roots[last], everything)
     while True:
         everything = len(comp.instructions)
         # The root moved earlier: the first instruction (binary search) that still fails
         # with all its producers in the module.
-        lo, hi = 0, len(roots) - 1
+        lo, hi = 0, last
         while lo < hi:
             mid = (lo + hi) // 2
             if fails(comp, roots[mid], everything):
@@ -217,6 +272,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         everything = len(comp.instructions)
         if not roots or not fails(comp, roots[-1], everything):
             break
+        last = len(roots) - 1
     original = sum(len(c.instructions) for c in hlo.computations)
     return BisectResult(best, original, checks, trail)
 
@@ -239,6 +295,9 @@ def add_bisect_parser(sub) -> None:
     g.add_argument("--check", metavar="CMD",
                    help="shell command run on each candidate ({hlo}, {inputs}: its files; appended when absent); "
                         "a non-zero exit means the failure is still there")
+    g.add_argument("--diverges-from", metavar="B",
+                   help="built-in check: XLA's result differs from B's value of the matched instruction (as "
+                        "compare matches them) while the module's inputs agree in A and B")
     g.add_argument("--find-nonfinite", action="store_true",
                    help="built-in check: XLA's result holds a NaN or Inf while the module's inputs hold none")
     p.add_argument("--inputs", metavar="IN.npz", help="the dump's inputs keyed arg0..argN (default: random from --seed)")
@@ -260,7 +319,13 @@ def cmd_bisect(args) -> int:
 
     progress = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
     with tempfile.TemporaryDirectory(prefix="hlo-roundtrip-bisect-") as tmp:
-        check: Check = CommandCheck(args.check, tmp) if args.check else NonfiniteCheck()
+        check: Check
+        if args.check:
+            check = CommandCheck(args.check, tmp)
+        elif args.diverges_from:
+            check = DivergesCheck(args.diverges_from)
+        else:
+            check = NonfiniteCheck()
         result = bisect(args.dump, check, hlo=hlo, seed=args.seed, inputs_path=args.inputs, program_loader=tapped_program_loader(args),
                         progress=progress)
     npz_path = inputs_path_for(args.output)
@@ -270,6 +335,7 @@ def cmd_bisect(args) -> int:
     write_atomic(args.output, result.best.text)
     for line in result.trail:
         print(f"  {line}")
-    print(f"wrote {args.output} (root %{result.best.root}, {result.best.size} of the dump's {result.original_size} "
-          f"instruction(s), {len(result.best.inputs)} input(s)) and {npz_path} after {result.checks} check(s)")
+    print(f"wrote {args.output} (root %{result.best.root}: {result.best.size} instruction(s) of its computation, a "
+          f"fusion counted once; the dump has {result.original_size} in all; {len(result.best.inputs)} input(s)) and "
+          f"{npz_path} after {result.checks} check(s)")
     return 0
