@@ -158,11 +158,26 @@ def build_parser() -> argparse.ArgumentParser:
     from converter.tools.diff import add_diff_parser
 
     add_diff_parser(sub)
+    from converter.tools.bisect import add_bisect_parser
 
-    p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib")
+    add_bisect_parser(sub)
+    add_pipeline_args(sub.choices["bisect"])
+    from converter.tools.graph import add_view_parser
+
+    add_view_parser(sub)
+    add_pipeline_args(sub.choices["view"])
+
+    p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib; with --emit jax, a module (taps as "
+                                      "extra results) that plain JAX runs on a TPU/GPU")
     p.add_argument("input")
     p.add_argument("-o", "--output", help="output file (default, or '-': stdout)")
+    p.add_argument("--emit", choices=["hlo", "portable", "jax"], default="hlo",
+                   help="hlo: HLO text (default); portable: StableHLO portable artifact; jax: a serialized "
+                        "jax.export.Exported (jax.export.deserialize(...).call(*inputs) returns a dict keyed "
+                        "out0.., tap:NAME)")
+    p.add_argument("--target-version", help="StableHLO version of a portable artifact (portable, jax)")
     add_unknown_attributes_arg(p)
+    add_tap_args(p)
 
     p = sub.add_parser("check", help="convert → run → export → convert → run, and compare")
     p.add_argument("dump")
@@ -337,12 +352,22 @@ def _check_process_count(path: str, processes: int) -> None:
 def cmd_export(args) -> int:
     """HLO text of a StableHLO file (.mlir, bytecode, portable artifact), or of a dump
     after conversion (the round trip's second half)."""
+    from converter.importer.core import ImportOptions
+    from converter.importer.taps import request_from_args
     from converter.runtime.convert import convert_file
-    from converter.tools.export import export_hlo_text
+    from converter.tools.export import export_for_device, export_hlo_text
 
-    # A StableHLO file is exported as it is; a dump is converted first.
-    text = export_hlo_text(convert_file(args.input, mlir_pipeline="none",
-                                        allow_unknown_attributes=args.allow_unknown_attributes))
+    # A StableHLO file is exported as it is; a dump is converted first (with its taps).
+    module = convert_file(args.input, mlir_pipeline="none", allow_unknown_attributes=args.allow_unknown_attributes,
+                          import_options=ImportOptions(taps=request_from_args(args)))
+    if args.emit != "hlo":
+        data = export_for_device(module, args.emit, args.target_version)
+        if args.output and args.output != "-":
+            write_atomic(args.output, data)
+        else:
+            sys.stdout.buffer.write(data)
+        return EXIT_OK
+    text = export_hlo_text(module)
     if args.output and args.output != "-":
         write_atomic(args.output, text)
     else:
@@ -381,6 +406,18 @@ def cmd_diff(args) -> int:
     from converter.tools.diff import cmd_diff as run_diff
 
     return run_diff(args)
+
+
+def cmd_bisect(args) -> int:
+    from converter.tools.bisect import cmd_bisect as run_bisect
+
+    return run_bisect(args)
+
+
+def cmd_view(args) -> int:
+    from converter.tools.graph import cmd_view as run_view
+
+    return run_view(args)
 
 
 def cmd_memory(args) -> int:
@@ -467,6 +504,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "compare": cmd_compare,
     "extract": cmd_extract,
     "diff": cmd_diff,
+    "bisect": cmd_bisect,
+    "view": cmd_view,
 }
 
 

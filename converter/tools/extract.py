@@ -496,14 +496,30 @@ def inputs_path_for(output: str) -> str:
     return base + ".inputs.npz"
 
 
+def tapped_program_loader(args):
+    """Load the command's dump as a Program with the import options its flags give and the
+    taps a caller asks for (fusions inlined): extract's, bisect's and view's runs."""
+
+    def loader(options):
+        import dataclasses
+
+        from converter.runtime import program as runtime
+        from converter.tools.options import import_options_from_args, pass_options_from_args
+
+        options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
+        return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
+                            pass_options=pass_options_from_args(args),
+                            allow_unknown_attributes=args.allow_unknown_attributes)
+
+    return loader
+
+
 def cmd_extract(args) -> int:
     import io
 
     from converter.common.files import write_atomic
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
-    from converter.runtime import program as runtime
-    from converter.tools.options import import_options_from_args, pass_options_from_args
 
     iteration = parse_iteration(args.iteration)
     if args.producers < 0:
@@ -515,15 +531,7 @@ def cmd_extract(args) -> int:
             raise UsageError(f"-o {args.output}: folder {folder} does not exist")
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
 
-    def loader(options):
-        import dataclasses
-
-        options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
-        return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
-                            pass_options=pass_options_from_args(args),
-                            allow_unknown_attributes=args.allow_unknown_attributes)
-
-    result = extract(args.dump, args.root, None, iteration, program_loader=loader, seed=args.seed,
+    result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
                      inputs_path=args.inputs, producers=args.producers, device=args.device)
     buffer = io.BytesIO()
