@@ -31,6 +31,8 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "threefry",
     "cublas-gemm",
     "cudnn-conv",
+    "cublas-grouped-gemm",
+    "cudnn-norm",
     "cusolver",
     "te-fused-attention",
     "cudnn-fmha",
