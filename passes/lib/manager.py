@@ -33,6 +33,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cudnn-conv",
     "cublas-grouped-gemm",
     "cudnn-norm",
+    "cudnn-graph-conv",
     "cusolver",
     "te-fused-attention",
     "cudnn-fmha",
