@@ -9,6 +9,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     collective_cleanup,
     cublas_gemm,
     cublas_grouped_gemm,
+    cudnn_block_scaled_dot,
     cudnn_conv,
     cudnn_fmha,
     cudnn_graph_conv,

@@ -34,6 +34,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cublas-grouped-gemm",
     "cudnn-norm",
     "cudnn-graph-conv",
+    "cudnn-block-scaled-dot",
     "cusolver",
     "te-fused-attention",
     "cudnn-fmha",
