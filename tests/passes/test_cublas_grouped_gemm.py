@@ -129,3 +129,18 @@ def test_unsupported_config_is_a_located_error():
     text = module("f32", (8, 3), (2, 3, 4), (2,), (8, 4), config([1], [1], [], [], 0, [0], epilogue="BIAS"))
     with pytest.raises(ConverterError, match="epilogue BIAS"):
         convert_program(text)
+
+
+def test_column_major_output_and_s64_group_sizes_match_jax():
+    """XLA's test MulipleGroupsOutputColumnMajor: an f16[64,8]{0,1} result, s64 sizes."""
+    rng = np.random.default_rng(11)
+    lhs = rng.standard_normal((64, 9)).astype(np.float16)
+    rhs = rng.standard_normal((4, 9, 8)).astype(np.float16)
+    sizes = np.array([16, 8, 24, 16], np.int64)
+    text = module("f16", (64, 9), (4, 9, 8), (4,), (64, 8), config([1], [1], [], [], 0, [0]))
+    text = text.replace("s32[4]{0}", "s64[4]{0}").replace("f16[64,8]{1,0}", "f16[64,8]{0,1}")
+    assert "f16[64,8]{0,1}" in text and "s64[4]{0}" in text
+    ours = convert_program(text)(lhs, rhs, sizes)[0]
+    expected = jax_ragged(lhs, rhs, sizes.astype(np.int32), [1], [1], [], [], 0, [0], np.float16)
+    rtol, atol = TOLERANCE["f16"]
+    assert_close(ours, expected, rtol=rtol, atol=atol)
