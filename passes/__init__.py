@@ -15,6 +15,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cudnn_graph_conv,
     cudnn_norm,
     cse,
+    cub_scan,
     cusolver,
     custom_call_plugins,
     custom_call_policy,

@@ -35,6 +35,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cudnn-norm",
     "cudnn-graph-conv",
     "cudnn-block-scaled-dot",
+    "cub-scan",
     "cusolver",
     "te-fused-attention",
     "cudnn-fmha",
