@@ -157,3 +157,19 @@ ENTRY main {{
 def test_unsupported_graph_is_a_located_error(graph, message):
     with pytest.raises(ConverterError, match=r"<test>:\d+:\d+: .*" + message):
         convert_program(f8_fused(graph))
+
+
+def test_int8x32_vectorized_convolution_is_a_located_error():
+    """cudnn_vectorize_convolutions' int8x32 form (a `?` vector dim; the filter possibly
+    reordered by `__cudnn$convReorderFilter`) is refused by name, not mis-verified."""
+    text = """HloModule vect
+ENTRY main {
+  x = s8[1,1,6,6,32]{4,3,2,1,0} parameter(0)
+  w = s8[32,1,3,3,32]{4,3,2,1,0} parameter(1)
+  b = f32[32]{0} parameter(2)
+  c = (s8[1,1,4,4,32]{4,3,2,1,0}, u8[0]{0}) custom-call(x, w, b), window={size=3x3}, dim_labels=bf01?_oi01?->bf01?, custom_call_target="__cudnn$convBiasActivationForward", backend_config={"cudnn_conv_backend_config":{"activation_mode":"kNone","conv_result_scale":1,"side_input_scale":0,"reordered_int8_nchw_vect":true}}
+  ROOT y = s8[1,1,4,4,32]{4,3,2,1,0} get-tuple-element(c), index=0
+}
+"""
+    with pytest.raises(ConverterError, match=r"<test>:6:3: .*int8 vectorized convolution"):
+        convert_program(text)
