@@ -86,8 +86,11 @@ def check(dtype, lhs_shape, rhs_shape, sizes, out_shape, lhs_c, rhs_c, lhs_b, rh
     return ours
 
 
-@pytest.mark.parametrize("dtype", sorted(TYPES))
-@pytest.mark.parametrize("sizes", [[16, 48], [0, 40], [10, 0, 5, 0], [0, 0, 0, 0]], ids=str)
+ROW_CASES = [("bf16", s) for s in ([16, 48], [0, 40], [10, 0, 5, 0], [0, 0, 0, 0])] + [
+    ("f16", [10, 0, 5, 0]), ("f32", [0, 40])]
+
+
+@pytest.mark.parametrize("dtype,sizes", ROW_CASES, ids=str)
 def test_ragged_rows_match_jax(dtype, sizes):
     """The MoE form: tokens [m, k] routed to experts [g, k, n] by group sizes; empty
     experts and sizes summing to fewer than m rows (the rest must be 0)."""
@@ -107,7 +110,7 @@ def test_ragged_contracting_matches_jax(sizes):
     check("f32", (64, 16), (16, 8), sizes, (len(sizes), 64, 8), [1], [0], [], [], 1, [])
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(st.data())
 def test_generated_group_sizes_match_jax(data):
     """Random routings: any number of experts, any sizes (some 0, total ≤ rows)."""

@@ -203,7 +203,7 @@ def jax_layer_norm(x, s, b, norm_rank):
     return (x - mean) * jax.lax.rsqrt(var + EPSILON) * s + b
 
 
-@pytest.mark.parametrize("dtype,x_shape,norm_rank", [("f32", *CASES[0]), ("f32", *CASES[1]), ("bf16", *CASES[2])],
+@pytest.mark.parametrize("dtype,x_shape,norm_rank", [("f32", *CASES[1]), ("bf16", *CASES[2])],
                          ids=str)
 def test_backward_matches_jax_vjp(dtype, x_shape, norm_rank):
     x, s, b = inputs(dtype, x_shape, norm_rank, seed=7)
