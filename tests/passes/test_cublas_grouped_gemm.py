@@ -147,3 +147,26 @@ def test_column_major_output_and_s64_group_sizes_match_jax():
     expected = jax_ragged(lhs, rhs, sizes.astype(np.int32), [1], [1], [], [], 0, [0], np.float16)
     rtol, atol = TOLERANCE["f16"]
     assert_close(ours, expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+def test_plain_ragged_dot_opcode_matches_jax(dtype):
+    """The `ragged-dot` the grouped GEMM replaced (XLA's test text), imported by the
+    `ragged-dot` rule with the same construction, against JAX on the same inputs."""
+    text = f"""HloModule ragged
+ENTRY main {{
+  p0 = {dtype}[64,9]{{1,0}} parameter(0)
+  p1 = {dtype}[4,9,8]{{2,1,0}} parameter(1)
+  p2 = s64[4]{{0}} parameter(2)
+  ROOT r = {dtype}[64,8]{{1,0}} ragged-dot(p0, p1, p2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}, lhs_ragged_dims={{0}}, rhs_group_dims={{0}}
+}}
+"""
+    rng = np.random.default_rng(12)
+    t = TYPES[dtype]
+    lhs = rng.standard_normal((64, 9)).astype(np.float32).astype(t)
+    rhs = rng.standard_normal((4, 9, 8)).astype(np.float32).astype(t)
+    sizes = np.array([16, 0, 24, 10], np.int64)
+    ours = convert_program(text)(lhs, rhs, sizes)[0]
+    expected = jax_ragged(lhs, rhs, sizes.astype(np.int32), [1], [1], [], [], 0, [0], t)
+    rtol, atol = TOLERANCE[dtype]
+    assert_close(ours, expected, rtol=rtol, atol=atol)
