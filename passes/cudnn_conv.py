@@ -76,7 +76,12 @@ def lower_cudnn_conv_call(op: ir.Operation) -> None:
     target = rewrite.call_target(op)
     if "hlo.dim_labels" not in op.attributes:
         raise rewrite.op_error(op, "has no dim_labels")
-    labels = conv_dim_labels(ir.StringAttr(op.attributes["hlo.dim_labels"]).value)
+    text = ir.StringAttr(op.attributes["hlo.dim_labels"]).value
+    if "?" in text:
+        # cudnn_vectorize_convolutions.cc's int8x32 form: a vector dim split off the features,
+        # the filter possibly in cuDNN's reordered order (reordered_int8_nchw_vect).
+        raise rewrite.op_error(op, f"an int8 vectorized convolution (dim_labels={text}) is not supported")
+    labels = conv_dim_labels(text)
     rank = len(labels.input_spatial)
     window = list(_window(op, rank).dims)
     groups = _int_attr(op, "hlo.feature_group_count", 1)

@@ -14,6 +14,7 @@ from converter.importer.rules import (  # noqa: F401
     linalg,
     random,
     reductions,
+    scan,
     shapes,
     sorting,
     tuples,

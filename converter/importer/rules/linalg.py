@@ -9,6 +9,7 @@ from jaxlib.mlir.dialects import stablehlo
 from converter.mlir import builders
 from converter.importer.registry import import_rule
 from converter.mlir.context import mlir_element_type
+from converter.mlir.ragged_dot import ragged_dot
 
 # XLA's PrecisionConfig.Algorithm (as printed, `algorithm=dot_bf16_bf16_f32`; the parser
 # takes only these and `unset`, written so: converter.hlo.attrs.ENUMS) →
@@ -119,7 +120,16 @@ def import_scaled_dot(ctx, lhs, rhs, lhs_scale, rhs_scale, *global_scales):
 
 @import_rule("ragged-dot")
 def import_ragged_dot(ctx, lhs, rhs, group_sizes):
-    raise ctx.error("ragged-dot has no StableHLO equivalent yet; it is not supported")
+    a = ctx.attrs
+    ragged = a.get("lhs_ragged_dims") or []
+    if len(ragged) != 1:
+        raise ctx.error(f"ragged-dot lhs_ragged_dims={list(ragged)}: exactly one is supported")
+    try:
+        return ragged_dot(lhs, rhs, group_sizes, ir.RankedTensorType(ctx.result_type()), a.get("lhs_batch_dims", []),
+                          a.get("rhs_batch_dims", []), a.get("lhs_contracting_dims", []),
+                          a.get("rhs_contracting_dims", []), ragged[0], a.get("rhs_group_dims", []))
+    except ValueError as e:
+        raise ctx.error(f"ragged-dot: {e}") from None
 
 
 @import_rule("convolution")
