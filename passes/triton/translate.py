@@ -389,7 +389,9 @@ def _dot(t: Translator, op: ir.Operation) -> None:
     - tf32x3, bf16x3: each operand split in two narrow parts (hi + lo) and the three
       products hi·hi + hi·lo + lo·hi summed (lo·lo dropped), as Triton emulates them;
     - bf16x6: three parts each and the six products whose part indices sum to ≤ 2.
-    bf16/f16 operands are widened to the accumulator type exactly.  CPU sums the products
+    bf16/f16/fp8 operands are widened to the accumulator type exactly (so fp8 products are
+    exact; Hopper's fp8 MMA instead accumulates with fewer bits between the promotions
+    that `maxNumImpreciseAcc` sets, so the GPU may be less exact than CPU).  CPU sums the products
     in f32 in its own order; the GPU's MMA order differs, so results agree to f32
     rounding of the sums, not bit for bit."""
     a, b, c = (t.value(v) for v in op.operands[:3])

@@ -362,3 +362,36 @@ module {{
     with pytest.raises(ConverterError) as e:
         _run(kernel("ex2.approx.f32 $0, $1;"), [x], [((8,), np.float32)])
     assert "tt.elementwise_inline_asm 'ex2.approx.f32 $0, $1;': inline PTX has no StableHLO equivalent" in str(e.value)
+
+
+def test_fp8_dot_inputs():
+    """tt.dot of an e4m3 by an e5m2 operand (made in-kernel by tt.fp_to_fp), f32 accumulator:
+    fp8 products are exact in f32, so only the f32 sums round."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((16, 16)) * 4).astype(np.float32)
+    b = (rng.standard_normal((16, 16)) * 4).astype(np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%a: !tt.ptr<f32>, %b: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    %r = tt.make_range {{end = 256 : i32, start = 0 : i32}} : tensor<256xi32>{_ptrs("pa", "%a", n=256)}{_ptrs("pb", "%b", n=256)}
+    %va = tt.load %pa : tensor<256x!tt.ptr<f32>>
+    %vb = tt.load %pb : tensor<256x!tt.ptr<f32>>
+    %ma = tt.reshape %va : tensor<256xf32> -> tensor<16x16xf32>
+    %mb = tt.reshape %vb : tensor<256xf32> -> tensor<16x16xf32>
+    %qa = tt.fp_to_fp %ma, rounding = rtne : tensor<16x16xf32> -> tensor<16x16xf8E4M3FN>
+    %qb = tt.fp_to_fp %mb, rounding = rtne : tensor<16x16xf32> -> tensor<16x16xf8E5M2>
+    %zero = arith.constant dense<0.000000e+00> : tensor<16x16xf32>
+    %d = tt.dot %qa, %qb, %zero, inputPrecision = tf32 : tensor<16x16xf8E4M3FN> * tensor<16x16xf8E5M2> -> tensor<16x16xf32>
+    %flat = tt.reshape %d : tensor<16x16xf32> -> tensor<256xf32>{_ptrs("po", "%o", n=256)}
+    tt.store %po, %flat : tensor<256x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [a.ravel(), b.ravel()], [((256,), np.float32)])[0].reshape(16, 16)
+    qa = a.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    qb = b.astype(ml_dtypes.float8_e5m2).astype(np.float64)
+    want = qa @ qb
+    # 16 exact products summed in f32: ≤ 16·2^-24 of the sum of their magnitudes.
+    np.testing.assert_array_less(np.abs(got - want), 16 * 2.0 ** -24 * (np.abs(qa) @ np.abs(qb)) + 1e-30)
