@@ -141,3 +141,28 @@ def test_a_kernel_without_triton_ir_is_refused():
     with pytest.raises(ConverterError) as e:
         convert_text(_edited(text, edit), "jt.hlo")
     assert "jax-triton kernel 'scaled_add' carries no Triton IR (ttir), only PTX" in str(e.value)
+
+
+def test_block_pointers_are_refused_at_parse_time():
+    """jaxlib's Triton dialect (0.10.2 and 0.12.0.1) has no tt.make_tensor_ptr / tt.advance
+    (block pointers), so a kernel using them cannot be read: refused naming the op."""
+    text = (DUMPS / "jt_scaled_add.hlo").read_text()
+    block_ptr_kernel = """
+module {
+  tt.func public @scaled_add(%x: !tt.ptr<f32>) {
+    %c0 = arith.constant 0 : i32
+    %n = arith.constant 100 : i64
+    %s = arith.constant 1 : i64
+    %p = tt.make_tensor_ptr %x, [%n], [%s], [%c0] {order = array<i32: 0>} : <tensor<32xf32>>
+    tt.return
+  }
+}"""
+
+    def edit(message):
+        message.kernel_call.kernel.ttir = block_ptr_kernel
+
+    with pytest.raises(ConverterError) as e:
+        convert_text(_edited(text, edit), "jt.hlo")
+    message = str(e.value)
+    assert "jax-triton kernel 'scaled_add': the kernel's Triton IR text does not parse" in message
+    assert "tt.make_tensor_ptr" in message
