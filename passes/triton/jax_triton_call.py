@@ -159,3 +159,18 @@ def decode(data: bytes) -> JaxTritonCall:
     grid = (max(call.grid_0, 1), max(call.grid_1, 1), max(call.grid_2, 1))
     return JaxTritonCall(name=call.kernel.kernel_name, ttir=call.kernel.ttir, grid=grid, parameters=tuple(params),
                          config=config, configs=configs)
+
+
+def describe(data: bytes) -> dict:
+    """What `inspect` shows of a jax-triton call: its kernel's name, grid and ops (and,
+    for an autotuned set, how many configs it holds), or why it cannot be read."""
+    from passes.triton.kernel import kernel_ops, read_text_kernel
+
+    try:
+        call = decode(data)
+        grid = "x".join(map(str, call.grid))
+        kernel = read_text_kernel(call.name, call.ttir, call.grid)
+    except KernelError as e:
+        return {"name": "?", "grid": "?", "unreadable": str(e)}
+    name = call.name if call.configs == 1 else f"{call.name} (config 1 of {call.configs})"
+    return {"name": name, "grid": grid, "ops": kernel_ops(kernel)}

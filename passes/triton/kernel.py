@@ -204,6 +204,11 @@ def describe_kernel(config: dict) -> dict:
         kernel = read_kernel(config)
     except KernelError as e:
         return {"name": name, "grid": grid, "unreadable": str(e)}
+    return {"name": name, "grid": grid, "ops": kernel_ops(kernel)}
+
+
+def kernel_ops(kernel: TritonKernel) -> list[str]:
+    """The names of the ops a kernel's body uses, sorted."""
     names: set[str] = set()
 
     def visit(o: ir.Operation) -> ir.WalkResult:
@@ -211,5 +216,4 @@ def describe_kernel(config: dict) -> dict:
         return ir.WalkResult.ADVANCE
 
     kernel.func.walk(visit)
-    names -= {"tt.func", "tt.return"}
-    return {"name": name, "grid": grid, "ops": sorted(names)}
+    return sorted(names - {"tt.func", "tt.return"})

@@ -166,3 +166,17 @@ module {
     message = str(e.value)
     assert "jax-triton kernel 'scaled_add': the kernel's Triton IR text does not parse" in message
     assert "tt.make_tensor_ptr" in message
+
+
+def test_inspect_lists_jax_triton_kernels():
+    from converter.hlo.parser import parse_hlo
+    from converter.tools.inspect import format_summary, summarize
+
+    text = (DUMPS / "jt_autotuned.hlo").read_text()
+    [kernel] = summarize(parse_hlo(text, "jt_autotuned.hlo"))["triton_kernels"]
+    assert kernel["name"] == "autotuned_square (config 1 of 2)" and kernel["grid"] == "4x1x1"
+    assert {"tt.load", "tt.store", "tt.get_program_id"} <= set(kernel["ops"])
+    older = _with_opaque(text, _opaque(text), octal=True)
+    summary = summarize(parse_hlo(older, "old.hlo"))
+    assert summary["triton_kernels"][0]["name"] == "autotuned_square (config 1 of 2)"
+    assert "autotuned_square (config 1 of 2)  4x1x1" in format_summary(summary)
