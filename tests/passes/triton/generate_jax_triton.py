@@ -3,7 +3,13 @@ text in a zlib-compressed jax_triton proto), with NumPy oracle values (one .npz 
 
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 \\
         HLO_ROUNDTRIP_GPU_TARGET=/path/to/gpu_target_h100.txtpb \\
-        /opt/envs/cuda012/bin/python -m tests.passes.triton.generate_jax_triton --out tests/passes/triton/dumps/jax_triton
+        TRITON_PTXAS_PATH=$NVCC/bin/ptxas TRITON_PTXAS_BLACKWELL_PATH=$NVCC/bin/ptxas \\
+        python -m tests.passes.triton.generate_jax_triton --out tests/passes/triton/dumps/jax_triton
+
+(python: jax[cuda12] 0.12.0.1's; $NVCC: its site-packages/nvidia/cuda_nvcc.)  XLA's
+deviceless compile assembles each kernel's PTX with jaxlib's ptxas, which rejects the
+newer PTX version Triton 3.9's own ptxas allows; pointing Triton at jaxlib's ptxas makes
+Triton write a PTX version that one reads.
 
 Needs jax-triton and triton in that environment (pip install jax-triton: jax ≥ 0.11).
 Triton compiles each kernel to PTX here (its bundled ptxas needs no GPU); the compute
