@@ -467,6 +467,26 @@ def in_scan(interpret):
     return jax.jit(fn)
 
 
+def fp8(interpret):
+    """f32 → fp8 (e4m3fn, e5m2) → f32 casts in the kernel (tt.fp_to_fp, round to nearest
+    even).  Inputs within the fp8 ranges (where the GPU's saturating conversion and the
+    interpreter's agree).  (An fp8 dot in the kernel aborts XLA's deviceless compile in
+    both jax 0.10.2 and 0.12: std::bad_optional_access; tests/passes/triton/test_triton_ops.py
+    covers fp8 dots with hand-written IR.)"""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(a_ref, b_ref, o_ref, q_ref):
+        a8 = a_ref[...].astype(jnp.float8_e4m3fn)
+        b8 = b_ref[...].astype(jnp.float8_e5m2)
+        o_ref[...] = a8.astype(jnp.float32)
+        q_ref[...] = b8.astype(jnp.float32)
+
+    return jax.jit(_call(kernel, [jax.ShapeDtypeStruct((16, 16), np.float32),
+                                  jax.ShapeDtypeStruct((16, 16), np.float32)], interpret))
+
+
 _mm_f32 = _matmul("float32", "highest")
 _mm_tf32 = _matmul("float32", None)
 _mm_bf16 = _matmul("bfloat16", None)
@@ -504,5 +524,6 @@ CASES = [
     Case("mosaic_gpu_default", plain_default_backend, _f32(128), triton=False),
     Case("in_shard_map", in_shard_map, _f32((32, 32), (32, 32)), devices=4),
     Case("in_scan", in_scan, _f32(64, (5, 64))),
+    Case("fp8", fp8, lambda rng: [(rng.standard_normal((16, 16)) * 8).astype(np.float32) for _ in range(2)]),
 ]
 BY_NAME = {c.name: c for c in CASES}
