@@ -18,6 +18,7 @@ is faithful; zeros make such reads deterministic).
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from jaxlib.mlir import ir
 
@@ -25,19 +26,33 @@ from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 from passes.mosaic.kernel import KernelError
+from passes.triton import jax_triton_call
 from passes.triton import translate as tr
-from passes.triton.kernel import TritonKernel, read_kernel
+from passes.triton.kernel import TritonKernel, read_kernel, read_text_kernel
 
 TARGET = "__gpu$xla.gpu.triton"
 MOSAIC_GPU = ("mosaic_gpu_v2", "mosaic_gpu")
 
 
-@register_pass("triton-kernels", "Pallas GPU kernels (__gpu$xla.gpu.triton, Triton IR) → StableHLO loops over the "
-               "grid; Mosaic GPU kernels refused by name", targets=(TARGET,) + MOSAIC_GPU)
+@register_pass("triton-kernels", "Pallas GPU kernels (__gpu$xla.gpu.triton, Triton IR) and jax-triton's "
+               "triton_kernel_call(_ffi) → StableHLO loops over the grid; Mosaic GPU kernels refused by name",
+               targets=(TARGET,) + MOSAIC_GPU + jax_triton_call.TARGETS)
 def lower_triton_kernels(module: ir.Module, options: PassOptions) -> None:
-    triton_calls, mosaic_calls = rewrite.custom_calls_of(module, TARGET, MOSAIC_GPU)
+    triton_calls, mosaic_calls, jax_triton_calls = rewrite.custom_calls_of(
+        module, TARGET, MOSAIC_GPU, jax_triton_call.TARGETS)
     for op in mosaic_calls:
         raise rewrite.op_error(op, mosaic_gpu_refusal(op))
+    for op in jax_triton_calls:
+        name = None
+        try:
+            call = jax_triton_call.decode(_opaque(op))
+            name = call.name
+            kernel = read_text_kernel(call.name, call.ttir, call.grid)
+            with rewrite.at(op):
+                values = lower_call(op, kernel, call.parameters)
+        except KernelError as e:
+            raise rewrite.op_error(op, _located(e, f"jax-triton kernel '{name}': " if name else "")) from None
+        rewrite.replace(op, values)
     for op in triton_calls:
         config = call_config(op)
         name = config.get("name") if isinstance(config.get("name"), str) else None
@@ -47,14 +62,38 @@ def lower_triton_kernels(module: ir.Module, options: PassOptions) -> None:
             with rewrite.at(op):
                 values = lower_call(op, kernel)
         except KernelError as e:
-            label = f"Triton kernel '{name}': " if name else ""
-            where = ""
-            if e.op is not None and e.op.name not in ("tt.func", "builtin.module"):
-                where = "" if e.op.name in str(e) else f" (Triton op {e.op.name})"
-                source = _source_location(e.op)
-                where += f" at {source}" if source else ""
-            raise rewrite.op_error(op, f"{label}{e}{where}") from None
+            raise rewrite.op_error(op, _located(e, f"Triton kernel '{name}': " if name else "")) from None
         rewrite.replace(op, values)
+
+
+def _located(e: KernelError, label: str) -> str:
+    """The error with its kernel's label, and the Triton op and its Python source line."""
+    where = ""
+    if e.op is not None and e.op.name not in ("tt.func", "builtin.module"):
+        where = "" if e.op.name in str(e) else f" (Triton op {e.op.name})"
+        source = _source_location(e.op)
+        where += f" at {source}" if source else ""
+    return f"{label}{e}{where}"
+
+
+def _opaque(op: ir.Operation) -> bytes:
+    """A jax-triton call's compressed proto: the FFI dictionary's `opaque`, or (the older
+    `triton_kernel_call`) the whole backend_config string, as exact bytes."""
+    attrs = op.attributes
+    data: object = None
+    for key in ("mhlo.backend_config", "backend_config"):
+        a = attrs[key] if key in attrs else None
+        if isinstance(a, ir.DictAttr):
+            data = call_config(op).get("opaque")
+        elif isinstance(a, ir.StringAttr) and ir.StringAttr(a).value_bytes:
+            data = ir.StringAttr(a).value_bytes
+        if data is not None:
+            break
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if not isinstance(data, bytes) or not data:
+        raise KernelError("the jax-triton call has no opaque (its compressed kernel proto)")
+    return data
 
 
 def call_config(op: ir.Operation) -> dict:
@@ -149,29 +188,56 @@ def _flat_buffer(x: ir.Value, element: ir.Type) -> ir.Value:
     return builders.pad(builders.reshape(x, [n]), [0], [1])
 
 
-def lower_call(op: ir.Operation, kernel: TritonKernel) -> list[ir.Value]:
+def lower_call(op: ir.Operation, kernel: TritonKernel,
+               parameters: Sequence[jax_triton_call.Parameter] | None = None) -> list[ir.Value]:
+    """The call's results.  `parameters` (jax-triton): the kernel's arguments, arrays bound
+    to the call's operands and then its results, scalars as constants; None (Pallas): every
+    argument is a pointer, operands then results."""
     operands = list(op.operands)
     out_types = [ir.RankedTensorType(r.type) for r in op.results]
     args = kernel.arguments
-    if len(args) != len(operands) + len(out_types):
-        raise KernelError(f"the kernel takes {len(args)} arguments; the call gives {len(operands)} operands "
-                          f"and {len(out_types)} results")
-    elements = [_pointee(a) for a in args]
     aliases = _aliases(op)
+    if parameters is None:
+        pointer_args = list(range(len(args)))
+        results_passed = list(range(len(out_types)))
+    else:
+        if len(parameters) != len(args):
+            raise KernelError(f"the kernel takes {len(args)} arguments; the call's proto gives {len(parameters)}")
+        pointer_args = [k for k, p in enumerate(parameters) if p.kind == "array"]
+        # jax-triton ≥ 0.4 passes an output that aliases an operand only once (as the
+        # operand); older ones pass every output.
+        unaliased = [k for k in range(len(out_types)) if k not in aliases]
+        results_passed = unaliased if len(pointer_args) == len(operands) + len(unaliased) else list(range(len(out_types)))
+    if len(pointer_args) != len(operands) + len(results_passed):
+        raise KernelError(f"the kernel takes {len(pointer_args)} pointer arguments; the call gives {len(operands)} "
+                          f"operands and {len(out_types)} results")
+    elements = [_pointee(args[k]) for k in pointer_args]
+    result_element = {r: elements[len(operands) + j] for j, r in enumerate(results_passed)}
     buffers: list[ir.Value] = [_flat_buffer(x, e) for x, e in zip(operands, elements)]
     arg_buffer = list(range(len(operands)))
     result_buffer = []
     for k, t in enumerate(out_types):
+        element = result_element.get(k, elements[aliases[k]] if k in aliases else None)
         if k in aliases:
             slot = aliases[k]
-            if elements[len(operands) + k] != elements[slot]:
+            if element != elements[slot]:
                 raise KernelError(f"result {k} aliases operand {slot} of another element type")
         else:
             slot = len(buffers)
-            buffers.append(_flat_buffer(builders.zeros_like_type(
-                ir.RankedTensorType.get(list(t.shape), elements[len(operands) + k])), elements[len(operands) + k]))
-        arg_buffer.append(slot)
+            buffers.append(_flat_buffer(builders.zeros_like_type(ir.RankedTensorType.get(list(t.shape), element)),
+                                        element))
+        if k in results_passed:
+            arg_buffer.append(slot)
         result_buffer.append(slot)
+    zeroed = [(arg_buffer[j], parameters[k].zero_bytes) for j, k in enumerate(pointer_args)
+              if parameters is not None and parameters[k].zero_bytes]
+    for slot, nbytes in zeroed:
+        # jax-triton zeroes these leading bytes before the kernel runs (zeroed_outputs).
+        element = builders.element_type_of(buffers[slot])
+        width = (ir.IntegerType(element).width if isinstance(element, ir.IntegerType) else ir.FloatType(element).width)
+        count = min(nbytes // max(width // 8, 1), builders.shape_of(buffers[slot])[0])
+        head = builders.zeros_like_type(ir.RankedTensorType.get([count], element))
+        buffers[slot] = builders.dynamic_update_slice(buffers[slot], head, [builders.scalar_constant(0, tr.mosaic.i32())])
     sizes = [builders.shape_of(b)[0] - 1 for b in buffers]
     i32 = tr.mosaic.i32()
     gx, gy, gz = kernel.grid
@@ -189,7 +255,13 @@ def lower_call(op: ir.Operation, kernel: TritonKernel) -> list[ir.Value]:
         t.buffers = list(values)
         t.sizes = sizes
         zero = builders.scalar_constant(0, tr.i64())
-        t.run_block(kernel.func.regions[0].blocks[0], [tr.Ptr(b, zero) for b in arg_buffer])
+        block_args: list[object] = [None] * len(args)
+        for k, slot in zip(pointer_args, arg_buffer):
+            block_args[k] = tr.Ptr(slot, zero)
+        for k, p in enumerate(parameters or ()):
+            if p.kind != "array":
+                block_args[k] = builders.scalar_constant(p.value, tr.mosaic.element_type(args[k].type))
+        t.run_block(kernel.func.regions[0].blocks[0], block_args)
         return [builders.binary("add", step, builders.scalar_constant(1, i32))] + list(t.buffers)
 
     results = builders.while_loop([builders.scalar_constant(0, i32)] + buffers, cond, body)[1:]

@@ -71,6 +71,9 @@ def summarize(module: Module) -> dict[str, Any]:
                 entry_t["count"] += 1
                 if target == "__gpu$xla.gpu.triton" and isinstance(instr.attrs.get("backend_config"), hlo_attrs.BackendConfig):
                     triton_kernels.append(_triton_kernel(instr))
+                elif target in ("triton_kernel_call_ffi", "triton_kernel_call") \
+                        and isinstance(instr.attrs.get("backend_config"), hlo_attrs.BackendConfig):
+                    triton_kernels.append(_jax_triton_kernel(instr))
             base = instr.opcode
             if base in COLLECTIVE_OPCODES or (base.endswith("-start") and base[:-6] in COLLECTIVE_OPCODES):
                 collectives.append({
@@ -138,6 +141,20 @@ def _triton_kernel(instr) -> dict[str, Any]:
     return {"line": instr.line, **describe_kernel(config if isinstance(config, dict) else {})}
 
 
+def _jax_triton_kernel(instr) -> dict[str, Any]:
+    """A jax-triton call's kernel name, grid and ops (passes/triton/jax_triton_call.py):
+    the compressed proto is the FFI dictionary's `opaque` or the whole string config."""
+    from passes.triton.jax_triton_call import describe
+
+    config = instr.attrs["backend_config"]
+    data = config.value.get("opaque") if isinstance(config.value, dict) else config.data()
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if not isinstance(data, bytes):
+        return {"line": instr.line, "name": "?", "grid": "?", "unreadable": "no opaque (compressed kernel proto)"}
+    return {"line": instr.line, **describe(data)}
+
+
 def _short(text: str, limit: int = 64) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -198,7 +215,7 @@ def format_summary(s: dict[str, Any], max_rows: int = 40) -> str:
     else:
         out.append("  none")
     if s.get("triton_kernels"):
-        out += ["", "Pallas GPU (Triton) kernels:"]
+        out += ["", "Triton kernels (Pallas GPU, jax-triton):"]
         rows = [[k["name"], k["grid"], str(k["line"]), " ".join(k["ops"]) if "ops" in k else k["unreadable"]]
                 for k in s["triton_kernels"]]
         out.append(_indent(table(rows[:max_rows], ["kernel", "grid", "line", "ops (or why unreadable)"])))

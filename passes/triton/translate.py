@@ -81,8 +81,8 @@ class Translator(mosaic.Translator):
     def value(self, v: ir.Value) -> ir.Value:
         got = self.env.get(v)
         if isinstance(got, Ptr):
-            raise KernelError("a pointer where a value was expected (pointers cross scf.for, scf.if and "
-                              "arith.select; other ops on pointers, scf.while included, are not supported yet)")
+            raise KernelError("a pointer where a value was expected (pointers cross scf.for, scf.while, scf.if "
+                              "and arith.select; other ops on pointers are not supported yet)")
         return super().value(v)
 
     def ptr(self, v: ir.Value) -> Ptr:
@@ -389,7 +389,9 @@ def _dot(t: Translator, op: ir.Operation) -> None:
     - tf32x3, bf16x3: each operand split in two narrow parts (hi + lo) and the three
       products hi·hi + hi·lo + lo·hi summed (lo·lo dropped), as Triton emulates them;
     - bf16x6: three parts each and the six products whose part indices sum to ≤ 2.
-    bf16/f16 operands are widened to the accumulator type exactly.  CPU sums the products
+    bf16/f16/fp8 operands are widened to the accumulator type exactly (so fp8 products are
+    exact; Hopper's fp8 MMA instead accumulates with fewer bits between the promotions
+    that `maxNumImpreciseAcc` sets, so the GPU may be less exact than CPU).  CPU sums the products
     in f32 in its own order; the GPU's MMA order differs, so results agree to f32
     rounding of the sums, not bit for bit."""
     a, b, c = (t.value(v) for v in op.operands[:3])
@@ -700,3 +702,106 @@ def _select(t: Translator, op: ir.Operation) -> None:
         t.set(op.results[0], a.with_offsets(offsets))
         return
     mosaic.RULES["arith.select"](t, op)
+
+
+@rule("scf.while")
+def _scf_while(t: Translator, op: ir.Operation) -> None:
+    """The Mosaic translator's scf.while, with pointers among the carried and forwarded
+    values (carried as their offsets; each keeps its buffer)."""
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    if t.written_buffers([op.regions[0]]):
+        raise KernelError("an scf.while whose condition region writes memory")
+    written = t.written_buffers([op.regions[1]])
+    inits = [t.env.get(x) for x in op.operands]
+    if any(v is None for v in inits):
+        raise KernelError("an scf.while operand is used before it is defined")
+
+    def condition(values):
+        outs = t.run_block(before, _rewrap(values, inits))
+        return outs[0], outs[1:]
+
+    def body(values):
+        _, forwarded = condition(values)
+        outs = t.run_block(after, forwarded)
+        _same_buffers(outs, inits, "scf.while")
+        return [_carried(v) for v in outs]
+
+    results = t.build_while([_carried(v) for v in inits], written, lambda vs: condition(vs)[0], body)
+    _, final = condition(results)
+    for r, v in zip(op.results, final):
+        t.set(r, v)
+
+
+# ------------------------------------------------------------------ float conversions
+# Triton's RoundingMode enum (jaxlib/triton/_triton_enum_gen.py): RTZ = 0, RTNE = 1.
+ROUNDING = {"0": "rtz", "1": "rtne", "rtz": "rtz", "rtne": "rtne"}
+
+
+def _fp8_max(element: ir.Type) -> float | None:
+    """The largest finite value of an fp8 type (None for other types)."""
+    import ml_dtypes
+
+    name = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
+            "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz"}.get(str(element))
+    return float(ml_dtypes.finfo(getattr(ml_dtypes, name)).max) if name else None
+
+
+def _float_width(element: ir.Type) -> int:
+    return ir.FloatType(element).width
+
+
+@rule("tt.fp_to_fp")
+def _fp_to_fp(t: Translator, op: ir.Operation) -> None:
+    """Float ↔ float conversions (fp8 among them).  Widening is exact.  Narrowing rounds
+    as `rounding` says: rtne is StableHLO's convert; rtz is that, stepped one ulp toward
+    zero wherever it rounded away from zero (the integer view of a sign-magnitude float
+    minus one is its neighbour toward zero), which also turns an overflow to ±inf into the
+    largest finite value, as round-toward-zero does.  An fp8 result saturates first: on
+    SM90 Triton narrows to fp8 with `cvt.rn.satfinite` (its test
+    test/Conversion/tritongpu_to_llvm_hopper.mlir), so out-of-range values become ±max,
+    not inf or NaN; NaN stays NaN."""
+    x = t.value(op.operands[0])
+    out_type = tensor_type(op.results[0].type)
+    src, dst = builders.element_type_of(x), out_type.element_type
+    if _float_width(dst) >= _float_width(src):
+        t.set(op.results[0], builders.convert(x, dst))
+        return
+    mode = None
+    if "rounding" in op.attributes:
+        text = str(op.attributes["rounding"])
+        m = re.search(r"rtne|rtz|^\d+", text.split(":")[0].strip())
+        mode = ROUNDING.get(m.group(0)) if m else None
+        if mode is None:
+            raise KernelError(f"tt.fp_to_fp with rounding {text}")
+    if mode is None:
+        raise KernelError(f"tt.fp_to_fp narrowing {src} to {dst} without a rounding mode")
+    shape = builders.shape_of(x)
+    limit = _fp8_max(dst)
+    if limit is not None:
+        x = builders.clamp(builders.scalar_constant(-limit, src, shape), x, builders.scalar_constant(limit, src, shape))
+    y = builders.convert(x, dst)
+    if mode == "rtz":
+        back = builders.convert(y, src)
+        away = builders.compare(builders.unary("abs", back), builders.unary("abs", x), "GT", "FLOAT")
+        int_type = ir.IntegerType.get_signless(_float_width(dst))
+        bits = builders.op1("stablehlo.bitcast_convert", ir.RankedTensorType.get(shape, int_type), [y])
+        stepped = builders.binary("subtract", bits, builders.scalar_constant(1, int_type, shape))
+        y = builders.select(away, builders.op1("stablehlo.bitcast_convert", out_type, [stepped]), y)
+    t.set(op.results[0], y)
+
+
+# ------------------------------------------------------------------ inline assembly
+# The PTX Pallas' approx_tanh writes (jax/_src/pallas/triton/primitives.py approx_tanh):
+# tanh.approx for f32, f16, bf16 (and their packed x2 forms).  CPU computes the exact tanh;
+# the GPU's approximation is off by up to about 2^-11 relative (PTX ISA, tanh.approx.f32).
+_TANH_APPROX = re.compile(r"\s*tanh\.approx\.(f32|f16|bf16)(x2)?\s+\$0\s*,\s*\$1\s*;\s*")
+
+
+@rule("tt.elementwise_inline_asm")
+def _inline_asm(t: Translator, op: ir.Operation) -> None:
+    asm = ir.StringAttr(op.attributes["asm_string"]).value
+    if len(op.operands) == 1 and len(op.results) == 1 and _TANH_APPROX.fullmatch(asm):
+        t.set(op.results[0], builders.unary("tanh", t.value(op.operands[0])))
+        return
+    raise KernelError(f"tt.elementwise_inline_asm {asm.strip()!r}: inline PTX has no StableHLO equivalent "
+                      "(only Pallas' approx_tanh, tanh.approx, is known)")

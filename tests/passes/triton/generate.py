@@ -85,7 +85,10 @@ def main() -> None:
     jax.config.update("jax_hlo_source_file_canonicalization_regex",
                       "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
     _give_pallas_an_h100()
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
+    # Four devices (the GPU recipe's 1x1x4) for the shard_map cases, four CPU devices for
+    # their interpret-mode oracle; single-device cases use the first of each.
+    jax.config.update("jax_num_cpu_devices", 4)
+    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x4")
     device = topo.devices[0]
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,10 +96,19 @@ def main() -> None:
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for case in CASES if not args.only else [BY_NAME[n] for n in args.only]:
         inputs = case.inputs(np.random.default_rng(SEED))
-        sharding = jax.sharding.SingleDeviceSharding(device)
+        if case.devices > 1:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            gpu_mesh = Mesh(np.array(topo.devices[:case.devices]), ("d",))
+            cpu_mesh = Mesh(np.array(jax.devices("cpu")[:case.devices]), ("d",))
+            sharding = NamedSharding(gpu_mesh, PartitionSpec("d"))
+            build = lambda interpret: case.build(interpret, cpu_mesh if interpret else gpu_mesh)  # noqa: E731
+        else:
+            sharding = jax.sharding.SingleDeviceSharding(device)
+            build = case.build
         specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in inputs]
         try:
-            compiled = case.build(False).lower(*specs).compile()
+            compiled = build(False).lower(*specs).compile()
         except Exception:  # noqa: BLE001  (report and go on: this jax may lack the kernel)
             print(f"{case.name}: does not compile\n{traceback.format_exc(limit=3)}")
             continue
@@ -107,13 +119,13 @@ def main() -> None:
         arrays = {f"input{k}": a for k, a in enumerate(inputs)}
         try:
             with jax.default_device(jax.devices("cpu")[0]):
-                results = jax.tree_util.tree_leaves(case.build(True)(*inputs))
+                results = jax.tree_util.tree_leaves(build(True)(*inputs))
         except Exception:  # noqa: BLE001
             print(f"{case.name}: interpret mode fails\n{traceback.format_exc(limit=3)}")
             continue
         arrays |= {f"output{k}": np.asarray(r) for k, r in enumerate(results)}
         np.savez_compressed(out / f"{case.name}.npz", **npz_arrays(arrays))
-        manifest[case.name] = {"jax": jax.__version__, "seed": SEED, "triton": case.triton,
+        manifest[case.name] = {"jax": jax.__version__, "seed": SEED, "triton": case.triton, "devices": case.devices,
                                "inputs": [{"shape": list(a.shape), "dtype": a.dtype.name} for a in inputs]}
         print(case.name, len(text))
     manifest_path.write_text(json.dumps(dict(sorted(manifest.items())), indent=1) + "\n")

@@ -21,6 +21,9 @@ class Case:
     build: Callable[[bool], Callable]  # interpret → the program
     inputs: Callable[[np.random.Generator], list[np.ndarray]]
     triton: bool = True  # False: the default GPU backend of the jax (Mosaic GPU in jax 0.10)
+    # > 1: build(interpret, mesh) over a 1-D mesh ("d") of this many devices; inputs and
+    # outputs split on their axis 0 (each device's shard is its slice of the global array).
+    devices: int = 1
 
 
 def _triton_params():
@@ -411,6 +414,79 @@ def plain_default_backend(interpret):
                                   interpret=interpret))
 
 
+# ------------------------------------------------------------------ kernels inside other programs
+def in_shard_map(interpret, mesh):
+    """A kernel on each of 4 devices' shards (rows split over "d"), its result summed over
+    the devices (an all-reduce after the kernel) and added back."""
+    import jax
+    from jax.experimental import pallas as pl
+    from jax.sharding import PartitionSpec as P
+
+    try:
+        from jax import shard_map
+    except ImportError:  # jax 0.10
+        from jax.experimental.shard_map import shard_map
+
+    def kernel(x_ref, y_ref, o_ref):
+        i = pl.program_id(0)
+        o_ref[...] = x_ref[...] * y_ref[...] + i.astype(np.float32)
+
+    spec = pl.BlockSpec((4, 32), lambda i: (i, 0))
+    local = _call(kernel, jax.ShapeDtypeStruct((8, 32), np.float32), interpret,
+                  grid=(2,), in_specs=[spec, spec], out_specs=spec)
+
+    def per_shard(x, y):
+        z = local(x, y)
+        return z + jax.lax.psum(z, "d")
+
+    return jax.jit(shard_map(per_shard, mesh=mesh, in_specs=(P("d"), P("d")), out_specs=P("d"),
+                             check_vma=False))  # the kernel's out_shape names no varying axes
+
+
+def in_scan(interpret):
+    """A kernel in a lax.scan's body: the carry goes through it each step, with that
+    step's slice of xs (the call sits inside the scan's while loop in the dump)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(c_ref, x_ref, o_ref):
+        o_ref[...] = jnp.tanh(c_ref[...]) * 0.5 + x_ref[...]
+
+    spec = pl.BlockSpec((32,), lambda i: (i,))
+    step_kernel = _call(kernel, jax.ShapeDtypeStruct((64,), np.float32), interpret,
+                        grid=(2,), in_specs=[spec, spec], out_specs=spec)
+
+    def fn(c0, xs):
+        def step(c, x):
+            c = step_kernel(c, x)
+            return c, c.sum()
+
+        return jax.lax.scan(step, c0, xs)
+
+    return jax.jit(fn)
+
+
+def fp8(interpret):
+    """f32 → fp8 (e4m3fn, e5m2) → f32 casts in the kernel (tt.fp_to_fp, round to nearest
+    even).  Inputs within the fp8 ranges (where the GPU's saturating conversion and the
+    interpreter's agree).  (An fp8 dot in the kernel aborts XLA's deviceless compile in
+    both jax 0.10.2 and 0.12: std::bad_optional_access; tests/passes/triton/test_triton_ops.py
+    covers fp8 dots with hand-written IR.)"""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental import pallas as pl
+
+    def kernel(a_ref, b_ref, o_ref, q_ref):
+        a8 = a_ref[...].astype(jnp.float8_e4m3fn)
+        b8 = b_ref[...].astype(jnp.float8_e5m2)
+        o_ref[...] = a8.astype(jnp.float32)
+        q_ref[...] = b8.astype(jnp.float32)
+
+    return jax.jit(_call(kernel, [jax.ShapeDtypeStruct((16, 16), np.float32),
+                                  jax.ShapeDtypeStruct((16, 16), np.float32)], interpret))
+
+
 _mm_f32 = _matmul("float32", "highest")
 _mm_tf32 = _matmul("float32", None)
 _mm_bf16 = _matmul("bfloat16", None)
@@ -446,5 +522,8 @@ CASES = [
                                                 np.array([50, 17], np.int32)]),
     Case("paged_attention", paged_attention, _paged_inputs),
     Case("mosaic_gpu_default", plain_default_backend, _f32(128), triton=False),
+    Case("in_shard_map", in_shard_map, _f32((32, 32), (32, 32)), devices=4),
+    Case("in_scan", in_scan, _f32(64, (5, 64))),
+    Case("fp8", fp8, lambda rng: [(rng.standard_normal((16, 16)) * 8).astype(np.float32) for _ in range(2)]),
 ]
 BY_NAME = {c.name: c for c in CASES}

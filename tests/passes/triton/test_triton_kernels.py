@@ -96,7 +96,15 @@ def test_kernel_matches_interpret_mode(folder: str, name: str):
     inputs, want = load_npz(DUMPS / folder / f"{name}.npz")
     module = convert_text(text, f"{name}.hlo")
     assert "__gpu$xla.gpu.triton" not in str(module)
-    got = program_from_module(module)(*inputs)
+    devices = json.loads((DUMPS / folder / "manifest.json").read_text())[name].get("devices", 1)
+    if devices > 1:
+        # A shard_map case (tests/passes/triton/kernels.py `Case.devices`): device d's
+        # shard of each array is its d-th slice on axis 0; the module runs as `devices`
+        # replicas, each input and output with a leading device axis.
+        inputs = [np.stack(np.split(x, devices)) for x in inputs]
+        got = [np.concatenate(list(g)) for g in program_from_module(module)(*inputs)]
+    else:
+        got = program_from_module(module)(*inputs)
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype

@@ -266,3 +266,132 @@ module {{
     total = blocks.sum(axis=0)
     np.testing.assert_allclose(got[0], total + 10 * blocks[0] + 100 * blocks[0], rtol=1e-6)
     np.testing.assert_allclose(got[1], total + 10 * blocks[1] + 100 * blocks[0], rtol=1e-6)
+
+
+def test_pointers_through_scf_while():
+    """A pointer advanced in an scf.while (carried, and forwarded by scf.condition) until
+    the running sum passes a bound."""
+    x = np.arange(64, dtype=np.float32) * 0.25
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("p0", "%x")}
+    %zero = arith.constant dense<0.000000e+00> : tensor<8xf32>
+    %bound = arith.constant 3.000000e+01 : f32
+    %step = arith.constant dense<8> : tensor<8xi32>
+    %res:2 = scf.while (%a = %zero, %p = %p0) : (tensor<8xf32>, tensor<8x!tt.ptr<f32>>) -> (tensor<8xf32>, tensor<8x!tt.ptr<f32>>) {{
+      %s = "tt.reduce"(%a) <{{axis = 0 : i32}}> ({{
+      ^bb0(%l: f32, %r2: f32):
+        %m = arith.addf %l, %r2 : f32
+        tt.reduce.return %m : f32
+      }}) : (tensor<8xf32>) -> f32
+      %go = arith.cmpf olt, %s, %bound : f32
+      scf.condition(%go) %a, %p : tensor<8xf32>, tensor<8x!tt.ptr<f32>>
+    }} do {{
+    ^bb0(%a1: tensor<8xf32>, %p1: tensor<8x!tt.ptr<f32>>):
+      %v = tt.load %p1 : tensor<8x!tt.ptr<f32>>
+      %a2 = arith.addf %a1, %v : tensor<8xf32>
+      %p2 = tt.addptr %p1, %step : tensor<8x!tt.ptr<f32>>, tensor<8xi32>
+      scf.yield %a2, %p2 : tensor<8xf32>, tensor<8x!tt.ptr<f32>>
+    }}
+    %last = tt.load %res#1 : tensor<8x!tt.ptr<f32>>
+    %out = arith.addf %res#0, %last : tensor<8xf32>{_ptrs("po", "%o")}
+    tt.store %po, %out : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [x], [((8,), np.float32)])[0]
+    blocks, acc, k = x.reshape(8, 8), np.zeros(8, np.float32), 0
+    while acc.sum() < 30.0:
+        acc, k = acc + blocks[k], k + 1
+    np.testing.assert_allclose(got, acc + blocks[k], rtol=1e-6)
+
+
+@pytest.mark.parametrize("fp8,rounding", [("f8E4M3FN", "rtne"), ("f8E5M2", "rtne"), ("f8E4M3FN", "rtz"),
+                                          ("f8E5M2", "rtz")])
+def test_fp_to_fp_fp8_round_trip(fp8: str, rounding: str):
+    """f32 → fp8 (rtne: saturating, as Triton's cvt.rn.satfinite on SM90; rtz) → f32,
+    against ml_dtypes' rounding of the same values, clamped to the fp8 range first."""
+    import ml_dtypes
+
+    dtype = {"f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2}[fp8]
+    big = float(ml_dtypes.finfo(dtype).max)
+    x = np.array([0.0, -0.0, 0.3, -1.7, 3.14159, 17.3, -250.0, 1e6, -1e6, np.nan, 2.0 ** -9, 1.0625,
+                  big * 1.01, -big * 0.999, 0.1, -0.1], np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    %r = tt.make_range {{end = 16 : i32, start = 0 : i32}} : tensor<16xi32>{_ptrs("px", "%x", n=16)}
+    %a = tt.load %px : tensor<16x!tt.ptr<f32>>
+    %b = tt.fp_to_fp %a, rounding = {rounding} : tensor<16xf32> -> tensor<16x{fp8}>
+    %c = tt.fp_to_fp %b : tensor<16x{fp8}> -> tensor<16xf32>{_ptrs("po", "%o", n=16)}
+    tt.store %po, %c : tensor<16x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [x], [((16,), np.float32)])[0]
+    clamped = np.clip(x, -big, big)
+    nearest = clamped.astype(dtype).astype(np.float32)
+    if rounding == "rtne":
+        want = nearest
+    else:  # the neighbour toward zero where rounding to nearest went away from zero
+        away = np.abs(nearest) > np.abs(clamped)
+        bits = nearest.astype(dtype).view(np.uint8)
+        want = np.where(away, (bits - away.astype(np.uint8)).view(dtype).astype(np.float32), nearest)
+        assert np.all(np.abs(want[~np.isnan(x)]) <= np.abs(clamped[~np.isnan(x)]))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_approx_tanh_inline_asm_is_exact_tanh_and_other_asm_is_refused():
+    from converter.common.errors import ConverterError
+
+    x = np.linspace(-4, 4, 8).astype(np.float32)
+
+    def kernel(asm: str) -> str:
+        return f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("px", "%x")}
+    %a = tt.load %px : tensor<8x!tt.ptr<f32>>
+    %b = tt.elementwise_inline_asm "{asm}" {{constraints = "=r,r", packed_element = 1 : i32, pure = true}} %a : tensor<8xf32> -> tensor<8xf32>{_ptrs("po", "%o")}
+    tt.store %po, %b : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(kernel("tanh.approx.f32 $0, $1;"), [x], [((8,), np.float32)])[0]
+    # CPU computes the exact tanh (the GPU's tanh.approx.f32 is within ~2^-11 of it).
+    np.testing.assert_allclose(got, np.tanh(x), rtol=2e-6, atol=1e-7)
+    with pytest.raises(ConverterError) as e:
+        _run(kernel("ex2.approx.f32 $0, $1;"), [x], [((8,), np.float32)])
+    assert "tt.elementwise_inline_asm 'ex2.approx.f32 $0, $1;': inline PTX has no StableHLO equivalent" in str(e.value)
+
+
+def test_fp8_dot_inputs():
+    """tt.dot of an e4m3 by an e5m2 operand (made in-kernel by tt.fp_to_fp), f32 accumulator:
+    fp8 products are exact in f32, so only the f32 sums round."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((16, 16)) * 4).astype(np.float32)
+    b = (rng.standard_normal((16, 16)) * 4).astype(np.float32)
+    ir = f"""
+module {{
+  tt.func public @k(%a: !tt.ptr<f32>, %b: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    %r = tt.make_range {{end = 256 : i32, start = 0 : i32}} : tensor<256xi32>{_ptrs("pa", "%a", n=256)}{_ptrs("pb", "%b", n=256)}
+    %va = tt.load %pa : tensor<256x!tt.ptr<f32>>
+    %vb = tt.load %pb : tensor<256x!tt.ptr<f32>>
+    %ma = tt.reshape %va : tensor<256xf32> -> tensor<16x16xf32>
+    %mb = tt.reshape %vb : tensor<256xf32> -> tensor<16x16xf32>
+    %qa = tt.fp_to_fp %ma, rounding = rtne : tensor<16x16xf32> -> tensor<16x16xf8E4M3FN>
+    %qb = tt.fp_to_fp %mb, rounding = rtne : tensor<16x16xf32> -> tensor<16x16xf8E5M2>
+    %zero = arith.constant dense<0.000000e+00> : tensor<16x16xf32>
+    %d = tt.dot %qa, %qb, %zero, inputPrecision = tf32 : tensor<16x16xf8E4M3FN> * tensor<16x16xf8E5M2> -> tensor<16x16xf32>
+    %flat = tt.reshape %d : tensor<16x16xf32> -> tensor<256xf32>{_ptrs("po", "%o", n=256)}
+    tt.store %po, %flat : tensor<256x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    got = _run(ir, [a.ravel(), b.ravel()], [((256,), np.float32)])[0].reshape(16, 16)
+    qa = a.astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    qb = b.astype(ml_dtypes.float8_e5m2).astype(np.float64)
+    want = qa @ qb
+    # 16 exact products summed in f32: ≤ 16·2^-24 of the sum of their magnitudes.
+    np.testing.assert_array_less(np.abs(got - want), 16 * 2.0 ** -24 * (np.abs(qa) @ np.abs(qb)) + 1e-30)
