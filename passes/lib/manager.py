@@ -45,6 +45,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "cusparse",
     "te-fused-attention",
     "te-gemm",
+    "te-grouped-gemm",
     "te-norm",
     "te-softmax",
     "te-activation",
