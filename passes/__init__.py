@@ -11,6 +11,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     cublas_grouped_gemm,
     cudnn_block_scaled_dot,
     cudnn_conv,
+    cudnn_conv_reorder,
     cudnn_fmha,
     cudnn_graph_conv,
     cudnn_norm,

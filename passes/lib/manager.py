@@ -35,6 +35,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "dynamic-shape-calls",
     "threefry",
     "cublas-gemm",
+    "cudnn-conv-reorder",
     "cudnn-conv",
     "cublas-grouped-gemm",
     "cudnn-norm",
