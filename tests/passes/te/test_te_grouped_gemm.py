@@ -164,3 +164,19 @@ def test_wgrad_with_untransposed_lhs_is_a_located_error():
     text = module(x, dy, (3, 6, 5), "f32", 3, wgrad=True, lt=False, rt=False)
     with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*lhs_is_trans=False"):
         convert_text(text, "te.hlo")
+
+
+def test_fp8_tensor_scaled_wgrad_scales_each_non_empty_group():
+    groups, m, n = 3, 4, 16
+    sizes = np.array([0, 5, 3], np.int32)
+    x = (RNG.standard_normal((8, m)) * 2).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    dy = (RNG.standard_normal((8, n)) * 2).astype(np.float32).astype(ml_dtypes.float8_e5m2)
+    lsinv = np.array([0.5, 4.0, 3.0], np.float32)
+    rsinv = np.array([0.25, 2.0, 5.0], np.float32)
+    text = module(x, dy, (groups, m, n), "f32", groups, wgrad=True, lt=True, rt=False, mode=1)
+    (got,) = run(text, [x, lsinv, dy, rsinv, np.zeros(0, np.float32), sizes])
+    # Group 0 is empty (zeros); groups 1 and 2 read scales 0 and 1 (gemm.cpp's pointer walk).
+    xs, ds = x.astype(np.float64), dy.astype(np.float64)
+    want = np.stack([np.zeros((m, n)), xs[0:5].T @ ds[0:5] * 0.5 * 0.25, xs[5:8].T @ ds[5:8] * 4.0 * 2.0])
+    # fp8 products exact in f32, ≤ 5-term sums, two f32 scalings: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
