@@ -29,7 +29,8 @@ class UncheckedAssertWarning(UserWarning):
     """A GPU runtime check the converted program does not make."""
 
 
-@register_pass("gpu-assert", "XLA's __xla_gpu_assert runtime checks → removed, each named in a warning",
+@register_pass("gpu-assert", "XLA's __xla_gpu_assert runtime checks → removed, each named in a warning (run reports "
+               "whether each held)",
                targets=(TARGET,))
 def lower_gpu_assert(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.custom_calls(module, (TARGET,)):

@@ -28,7 +28,7 @@ REASONS: dict[str, str] = {
 }
 
 
-@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM/quantize, RHT amax): "
+@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM v2 / quantize, RHT amax): "
                "refused by name with the reason", targets=tuple(REASONS), keeps_targets=True)
 def refuse_te_calls(module: ir.Module, options: PassOptions) -> None:
     (calls,) = rewrite.custom_calls_of(module, tuple(REASONS))
