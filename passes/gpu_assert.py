@@ -7,7 +7,9 @@ operand is false, and does nothing else.  Portable StableHLO has no operation th
 program, so the check cannot come along: the call is removed (its token, where something
 takes it, becomes a fresh `after_all`) and a warning names each removed check, its message
 and its dump line.  Where every check holds, the results are those of the GPU program; where
-one would fail, the GPU program stops and the converted one runs on.
+one would fail, the GPU program stops and the converted one runs on.  `run` reports, per
+check, whether its predicate held in the run (the importer taps it as a host callback's
+operand: converter/importer/callbacks.py) and warns loudly on stderr for each that failed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ class UncheckedAssertWarning(UserWarning):
     """A GPU runtime check the converted program does not make."""
 
 
-@register_pass("gpu-assert", "XLA's __xla_gpu_assert runtime checks → removed, each named in a warning",
+@register_pass("gpu-assert", "XLA's __xla_gpu_assert runtime checks → removed, each named in a warning (run reports "
+               "whether each held)",
                targets=(TARGET,))
 def lower_gpu_assert(module: ir.Module, options: PassOptions) -> None:
     for op in rewrite.custom_calls(module, (TARGET,)):
@@ -41,7 +44,7 @@ def lower_assert(op: ir.Operation) -> None:
     message = _error_message(op)
     where = rewrite.location_text(op)
     warnings.warn(f"{where}: {TARGET} not checked (portable StableHLO cannot stop a program; the GPU program "
-                  f"would stop where it fails): {message!r}", UncheckedAssertWarning, stacklevel=2)
+                  f"would stop where it fails; `run` reports whether it held): {message!r}", UncheckedAssertWarning, stacklevel=2)
     values: list[ir.Value | None] = []
     for result in op.results:
         if not rewrite.has_uses(result):

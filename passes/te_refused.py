@@ -13,20 +13,22 @@ from passes.lib.registry import PassOptions, register_pass
 _EP = ("expert-parallel token exchange (ep.cpp): dispatch/combine move tokens between GPUs through TE's NCCL-EP "
        "communicator, whose routing state lives in the process, not in the dump; run the model without "
        "TE expert parallelism (tokens routed by JAX collectives) to convert it")
-_GROUPED = ("grouped (per-expert) GEMM / quantize: not converted yet; the ungrouped te_gemm / te_dbias_quantize "
-            "calls are (run the MoE layers with a per-expert loop or jax.lax.ragged_dot)")
+_GROUPED = ("grouped (per-expert) GEMM v2 (nvte_grouped_gemm with per-group alpha/beta) / grouped quantize / "
+            "async group-size copy: not converted yet; te_grouped_gemm_ffi (TE's default) and the ungrouped "
+            "te_gemm / te_dbias_quantize calls are (run with TE's v1 grouped GEMM, a per-expert loop or "
+            "jax.lax.ragged_dot)")
 
 REASONS: dict[str, str] = {
     "te_ep_prepare_ffi": _EP, "te_ep_dispatch_ffi": _EP, "te_ep_combine_ffi": _EP,
     "te_ep_dispatch_bwd_ffi": _EP, "te_ep_combine_bwd_ffi": _EP,
-    "te_grouped_gemm_ffi": _GROUPED, "te_grouped_gemm_v2_ffi": _GROUPED,
+    "te_grouped_gemm_v2_ffi": _GROUPED,
     "te_grouped_gemm_d2h_group_sizes_ffi": _GROUPED, "te_grouped_quantize_ffi": _GROUPED,
     "te_grouped_quantize_v2_ffi": _GROUPED,
     "te_rht_amax_ffi": "NVFP4's random-Hadamard-transform amax: NVFP4 quantization is not converted",
 }
 
 
-@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM/quantize, RHT amax): "
+@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM v2 / quantize, RHT amax): "
                "refused by name with the reason", targets=tuple(REASONS), keeps_targets=True)
 def refuse_te_calls(module: ir.Module, options: PassOptions) -> None:
     (calls,) = rewrite.custom_calls_of(module, tuple(REASONS))

@@ -16,6 +16,11 @@ a sharded jit, in a branch taken on device 0 only, with its operands gathered be
 values are reported whether or not the branch runs.  A callback whose operands have no
 single value per run otherwise (computed inside a branch, in a while condition, in a
 computation called from two places) is listed with the reason and not reported.
+
+XLA's `__xla_gpu_assert(pred[])` runtime checks (passes/gpu_assert.py removes them: portable
+StableHLO cannot stop a program) are reported the same way: their predicate is tapped as
+`callback:NAME` and `run` says, with the check's error_msg, whether it held (in a loop, in
+the last iteration).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from converter.importer.taps import TAPS_ATTR, TapRequest, leaf_labels, tap_path
 TARGETS = tuple(f"xla{kind}_python_{device}_callback"
                 for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
 LEGACY_TARGETS = ("xla_python_cpu_callback", "xla_python_gpu_callback")
+ASSERT_TARGET = "__xla_gpu_assert"
 CALLBACKS_ATTR = "hlo.callbacks"
+ASSERTS_ATTR = "hlo.gpu_asserts"
 PREFIX = "callback:"
 
 
@@ -45,6 +52,8 @@ class CallbackSite:
     has_results: bool
     unreported: str = ""  # why its values cannot be reported ("" when they are)
     in_branch: bool = False  # in a conditional branch: reported whether or not the branch runs
+    assert_message: str | None = None  # an __xla_gpu_assert: its error_msg
+    in_loop: bool = False  # inside a while body: the value reported is the last iteration's
 
     def labels(self) -> list[str]:
         if len(self.operands) == 1:
@@ -57,7 +66,7 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
     for comp in hlo.computations:
         for instr in comp.instructions:
             target = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
-            if target not in TARGETS:
+            if target not in TARGETS and target != ASSERT_TARGET:
                 continue
             shapes = [comp.by_name[o].shape if o in comp.by_name else None for o in instr.operands]
             operands = [o for o, s in zip(instr.operands, shapes) if s is not None and not s.is_tuple
@@ -73,13 +82,27 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
                 elif md.source_file:
                     source = f"{md.source_file}:{md.source_line}"
             home, operands, why = _out_of_branches(hlo, comp, operands)
+            bodies: list[str] = []
             if not why:
-                ok, why, _ = tap_path(hlo, home, keep_fusions)
+                ok, why, bodies = tap_path(hlo, home, keep_fusions)
             has_results = any(not leaf.is_token for leaf in instr.shape.leaves())
             sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
                                       f"{hlo.path}:{instr.line}:{instr.col}", operands, has_results, why,
-                                      in_branch=home is not comp))
+                                      in_branch=home is not comp, in_loop=bool(bodies),
+                                      assert_message=_assert_message(instr) if target == ASSERT_TARGET else None))
     return sites
+
+
+def _assert_message(instr: Instruction) -> str:
+    """The error_msg of an __xla_gpu_assert's backend_config (a typed-FFI dictionary, printed
+    `{error_msg = "..."}`, or its text in quotes)."""
+    import re
+
+    config = instr.attrs.get("backend_config")
+    value = getattr(config, "value", None)
+    text = value if isinstance(value, str) else getattr(config, "raw", None) or str(config or "")
+    found = re.search(r'error_msg\s*=\s*"((?:[^"\\]|\\.)*)"', text)
+    return found.group(1).encode().decode("unicode_escape") if found else ""
 
 
 def _branch_callers(hlo: Module) -> dict[str, list[tuple[Computation, Instruction, int]]]:
@@ -181,7 +204,12 @@ def relabel_results(module: ir.Module, sites: list[CallbackSite], user_labels: l
         res = list(ir.ArrayAttr(main.attributes["res_attrs"]))
         main.attributes["res_attrs"] = ir.ArrayAttr.get(res[:base] + [ir.DictAttr.get({})] * (len(new_values) - base))
     attrs[TAPS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(label) for label in new_labels])
-    attrs[CALLBACKS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(_describe(s)) for s in sites])
+    calls = [s for s in sites if s.assert_message is None]
+    asserts = [s for s in sites if s.assert_message is not None]
+    if calls:
+        attrs[CALLBACKS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(_describe(s)) for s in calls])
+    if asserts:
+        attrs[ASSERTS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(_describe_assert(s)) for s in asserts])
 
 
 def _describe(site: CallbackSite) -> str:
@@ -190,6 +218,13 @@ def _describe(site: CallbackSite) -> str:
         if site in reported([site]) else (
         "has results" if site.has_results else f"not reported: {site.unreported or 'no operands'}")
     return f"{site.name}\t{site.op_name}\t{site.source}\t{what}"
+
+
+def _describe_assert(site: CallbackSite) -> str:
+    """One line per __xla_gpu_assert: name, op_name, source, label or why not reported,
+    whether in a loop, and its message (last: it may hold anything)."""
+    what = site.labels()[0] if site in reported([site]) else f"not reported: {site.unreported or 'no operand'}"
+    return f"{site.name}\t{site.op_name}\t{site.source}\t{what}\t{int(site.in_loop)}\t{site.assert_message}"
 
 
 def user_tap_labels(request: TapRequest | None, hlo: Module, keep_fusions: bool) -> list[str]:
@@ -208,3 +243,26 @@ def callback_sites_of(module: ir.Module) -> list[tuple[str, str, str, str]]:
     if CALLBACKS_ATTR not in attrs:
         return []
     return [tuple(ir.StringAttr(a).value.split("\t", 3)) for a in ir.ArrayAttr(attrs[CALLBACKS_ATTR])]
+
+
+@dataclass(frozen=True)
+class AssertReport:
+    name: str
+    op_name: str
+    source: str
+    label: str  # the output holding its predicate, or "not reported: why"
+    in_loop: bool
+    message: str
+
+
+def assert_sites_of(module: ir.Module) -> list[AssertReport]:
+    """The __xla_gpu_assert checks a converted module's dump held, with the output that
+    holds each one's predicate (empty when the import did not report them)."""
+    attrs = module.operation.attributes
+    if ASSERTS_ATTR not in attrs:
+        return []
+    out = []
+    for a in ir.ArrayAttr(attrs[ASSERTS_ATTR]):
+        name, op_name, source, label, loop, message = ir.StringAttr(a).value.split("\t", 5)
+        out.append(AssertReport(name, op_name, source, label, loop == "1", message))
+    return out

@@ -368,6 +368,7 @@ def _run(args, group, process_started: float | None) -> int:
         print()
         print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
         _print_callbacks(program, outputs)
+        _print_asserts(program, outputs)
         if len(times) > 1:
             print("\n" + format_iterations(times))
         if args.print_literals:
@@ -452,6 +453,32 @@ def _assembled(outputs, program, result_shardings, n: int) -> list[np.ndarray]:
               f"(leading axis of {n}): {', '.join(per_device_taps[:4])}{' …' if len(per_device_taps) > 4 else ''}",
               file=sys.stderr)
     return assembled
+def _print_asserts(program, outputs) -> None:
+    """The dump's __xla_gpu_assert checks (removed: StableHLO cannot stop a program): whether
+    each predicate held in this run; a loud warning for each that failed (the exit status
+    stays that of the run: its outputs are still computed)."""
+    from converter.importer.callbacks import assert_sites_of
+
+    sites = assert_sites_of(program.module)
+    if not sites:
+        return
+    by_key = {spec.name: arr for spec, arr in zip(program.results, outputs)}
+    print("\nGPU asserts (__xla_gpu_assert; not enforced here, the GPU program stops where one fails):")
+    for site in sites:
+        where = ", ".join(x for x in (site.source, site.op_name) if x) or site.name
+        arr = by_key.get(site.label)
+        if arr is None:
+            print(f"  assert {site.message!r} ({where}): {site.label}")
+            continue
+        loop = " (in a loop: the last iteration's)" if site.in_loop else ""
+        if bool(np.all(np.asarray(arr))):
+            print(f"  assert {site.message!r} ({where}): held{loop}")
+        else:
+            print(f"  assert {site.message!r} ({where}): failed (predicate false){loop}")
+            print(f"warning: GPU assert {site.message!r} at {where} FAILED (predicate false): the GPU program "
+                  "would have stopped here; the outputs above are what runs on past it", file=sys.stderr)
+
+
 def _print_callbacks(program, outputs) -> None:
     """The host callbacks of the dump (not called): what each would have received."""
     from converter.importer.callbacks import callback_sites_of

@@ -59,3 +59,39 @@ def test_an_assert_on_something_else_than_a_scalar_pred_is_refused():
     text = CHECKED.replace("custom-call(and)", "custom-call(finite)")
     with pytest.raises(Exception, match=r":14:\d+: error: .*__xla_gpu_assert.*expects one pred\[\] operand"):
         convert_text(text)
+
+
+def _run_cli(tmp_path, text, x):
+    from converter.tools.cli import main
+
+    dump = tmp_path / "check.hlo"
+    dump.write_text(text)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    with pytest.warns(UncheckedAssertWarning):
+        code = main(["run", str(dump), "--inputs", str(tmp_path / "in.npz"), "--outputs", str(tmp_path / "out.npz")])
+    with np.load(tmp_path / "out.npz", allow_pickle=False) as out:
+        outputs = {k: out[k] for k in out.files}
+    return code, outputs
+
+
+@pytest.mark.parametrize("x, verdict", [
+    (np.array([1, -2, 3.5, 0, 1e30, -1e-30, 7, 8], np.float32), "held"),
+    (np.array([1, -2, np.inf, 0, 1, 2, 7, np.nan], np.float32), "failed (predicate false)"),
+])
+def test_run_reports_whether_the_assert_held(tmp_path, capsys, x, verdict):
+    """The predicate is tapped (as a host callback's operand is): `run` prints the check's
+    message and whether it held; a failed one also warns on stderr; the exit status stays 0
+    and the outputs are those of the program without the check (XLA on CPU)."""
+    code, outputs = _run_cli(tmp_path, CHECKED, x)
+    captured = capsys.readouterr()
+    assert code == 0
+    assert f"assert 'CheckNumerics failed: x' (check): {verdict}" in captured.out
+    failed = verdict.startswith("failed")
+    assert ("FAILED (predicate false)" in captured.err) == failed
+    # The tapped predicate is the reduce-and of is-finite: independent of the report.
+    (pred_key,) = [k for k in outputs if "callback" in k]
+    assert bool(outputs[pred_key]) == bool(np.all(np.isfinite(x)))
+    without = "\n".join(line for line in CHECKED.splitlines() if "__xla_gpu_assert" not in line)
+    (want,) = run_xla(without, [x])
+    own = [k for k in outputs if "callback" not in k]
+    np.testing.assert_array_equal(outputs[own[0]], want)

@@ -1,0 +1,149 @@
+"""te-grouped-gemm: Transformer Engine's `te_grouped_gemm_ffi` (GroupedDense: one GEMM per
+MoE expert) → a ragged dot (converter.mlir.ragged_dot) in f32.
+
+Signature as in NVIDIA/TransformerEngine transformer_engine/jax/csrc/extensions/gemm.cpp
+(GroupedGemmFFI and its handler) and jax/cpp_extensions/gemm.py (GroupedGemmPrimitive):
+(lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, lhs_first_dims, lhs_last_dims,
+rhs_first_dims, rhs_last_dims, out_first_dims, out_last_dims, group_offset) → (output,
+workspace), flat attributes lhs_is_trans, rhs_is_trans, scaling_mode, has_bias,
+use_async_d2h_group_sizes, lhs/rhs_axis_boundary, lhs/rhs_left_size, lhs/rhs_right_size.
+The group sizes are the first non-empty dims buffer (in that order); lhs is [left, right]
+and rhs likewise (the sizes say so).
+- forward (an lhs dims buffer): lhs [M, K] (rows in consecutive groups), rhs G stacked
+  [K, N] ([N, K] when rhs_is_trans) matrices; out[r] = lhs[r] · rhs[g] (+ bias[g]) for row r
+  of group g, rows past the groups' sum 0.
+- wgrad (an rhs dims buffer): lhs [K, M] (lhs_is_trans), rhs [K, N], K in consecutive
+  groups; out[g] = Σ over group g's k of lhs[k]ᵀ rhs[k], [G, M, N]; empty groups are 0.
+Tensor-scaled fp8 (delayed or current): each non-empty group's product times its two
+inverse scales; gemm.cpp advances the scale pointers only past non-empty groups, so group g
+reads scale number (non-empty groups before g), as here.  Computed in f32 (cuBLAS's compute
+type), bias added, rounded once to the output type.
+
+Refused by name: MXFP8 / NVFP4 scaling (scales pre-swizzled for cuBLAS), the forward with
+lhs_is_trans, the wgrad with other transposes or a bias, both sides ragged."""
+
+from __future__ import annotations
+
+import math
+
+from jaxlib.mlir import ir
+
+from converter.mlir import builders
+from converter.mlir.ragged_dot import ragged_dot
+from passes.lib import rewrite
+from passes.lib.registry import PassOptions, register_pass
+from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
+
+TARGET = "te_grouped_gemm_ffi"
+_DIMS = ("lhs_first_dims", "lhs_last_dims", "rhs_first_dims", "rhs_last_dims")
+
+
+def _compact_index(sizes: ir.Value) -> ir.Value:
+    """[G] s64: for each group, how many groups before it are non-empty."""
+    s64 = ir.IntegerType.get_signless(64)
+    g = builders.shape_of(sizes)[0]
+    nonempty = builders.convert(builders.compare(builders.convert(sizes, s64), builders.scalar_constant(0, s64, [g]),
+                                                 "GT", "SIGNED"), s64)
+    square = [g, g]
+    before = builders.compare(builders.iota(s64, square, 1), builders.iota(s64, square, 0), "LT", "SIGNED")
+    spread = builders.broadcast_in_dim(nonempty, square, [1])
+    return builders.reduce(builders.select(before, spread, builders.scalar_constant(0, s64, square)), [1])
+
+
+def _per_group(sinv: ir.Value, index: ir.Value) -> ir.Value:
+    """[G] f32: sinv (flattened) at each group's index (a one-hot sum; 0 past its end)."""
+    s64 = ir.IntegerType.get_signless(64)
+    flat = builders.convert(builders.reshape(sinv, [math.prod(builders.shape_of(sinv))]), f32())
+    g, n = builders.shape_of(index)[0], builders.shape_of(flat)[0]
+    hit = builders.compare(builders.broadcast_in_dim(index, [g, n], [0]), builders.iota(s64, [g, n], 1), "EQ",
+                           "SIGNED")
+    values = builders.broadcast_in_dim(flat, [g, n], [1])
+    return builders.reduce(builders.select(hit, values, builders.scalar_constant(0.0, f32(), [g, n])), [1])
+
+
+def lower_te_grouped_gemm(op: ir.Operation) -> None:
+    cfg = rewrite.backend_config(op)
+    operands = list(op.operands)
+    if len(operands) != 12:
+        raise rewrite.op_error(op, f"{len(operands)} operands; {TARGET} (TE's GroupedGemmFFI) takes 12: lhs, "
+                               "lhs_scale_inv, rhs, rhs_scale_inv, bias, the six dims buffers, group_offset")
+    lhs, lsinv, rhs, rsinv, bias = operands[:5]
+    dims = dict(zip(_DIMS, operands[5:9]))
+    mode = int(attr(op, cfg, "scaling_mode"))
+    if mode != NO_SCALING and mode not in TENSOR_SCALING:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block-scaled grouped GEMMs receive "
+                               "their scales pre-swizzled for cuBLAS; not converted (tensor scaling and NO_SCALING are)")
+    lhs_el, rhs_el = builders.element_type_of(lhs), builders.element_type_of(rhs)
+    if is_fp8(lhs_el) != is_fp8(rhs_el) or (mode == NO_SCALING and is_fp8(lhs_el)):
+        raise rewrite.op_error(op, f"operand types {lhs_el} × {rhs_el} do not fit scaling_mode "
+                               f"{scaling_mode_name(mode)}")
+    lt, rt = bool(attr(op, cfg, "lhs_is_trans")), bool(attr(op, cfg, "rhs_is_trans"))
+    has_bias = bool(attr(op, cfg, "has_bias"))
+    left_right = [int(attr(op, cfg, n)) for n in ("lhs_left_size", "lhs_right_size", "rhs_left_size",
+                                                   "rhs_right_size")]
+    active = [n for n, v in dims.items() if math.prod(builders.shape_of(v)) > 0]
+    if not active:
+        raise rewrite.op_error(op, "every group-size buffer is empty (TE needs one to know the groups)")
+    if any(n.startswith("lhs") for n in active) and any(n.startswith("rhs") for n in active):
+        raise rewrite.op_error(op, f"both lhs and rhs group sizes given ({', '.join(active)}): not supported by TE")
+    sizes = dims[active[0]]
+    wgrad = active[0].startswith("rhs")
+    groups = builders.shape_of(sizes)[0]
+    out = op.results[0]
+    out_t = ir.RankedTensorType(out.type)
+    ll, lr, rl, rr = left_right
+    if math.prod(builders.shape_of(lhs)) != ll * lr or math.prod(builders.shape_of(rhs)) != rl * rr:
+        raise rewrite.op_error(op, f"lhs/rhs sizes {builders.shape_of(lhs)}, {builders.shape_of(rhs)} do not match "
+                               f"lhs_left/right_size {ll}×{lr}, rhs_left/right_size {rl}×{rr}")
+    with rewrite.at(op):
+        a = builders.convert(builders.reshape(lhs, [ll, lr]), f32())
+        b = builders.convert(builders.reshape(rhs, [rl, rr]), f32())
+        scale = None
+        if mode in TENSOR_SCALING:
+            index = _compact_index(sizes)
+            scale = builders.binary("multiply", _per_group(lsinv, index), _per_group(rsinv, index))
+        if not wgrad:
+            if lt:
+                raise rewrite.op_error(op, "lhs_is_trans=true in the forward (lhs-ragged) grouped GEMM: not converted")
+            n = rl // groups if rt else rr
+            if (rt and rl % groups) or groups * n * lr != rl * rr:
+                raise rewrite.op_error(op, f"rhs {rl}×{rr} is not {groups} stacked {lr}×{n} matrices")
+            k = lr
+            b = builders.reshape(b, [groups, n, k] if rt else [groups, k, n])
+            if scale is not None:
+                b = builders.binary("multiply", b, builders.broadcast_in_dim(scale, builders.shape_of(b), [0]))
+            if has_bias:
+                # The bias rides as one more contracted index: lhs gets a ones column, rhs group g the row bias[g].
+                bias_g = builders.convert(builders.reshape(bias, [groups, n]), f32())
+                a = builders.concatenate([a, builders.scalar_constant(1.0, f32(), [ll, 1])], 1)
+                b = builders.concatenate([b, builders.reshape(bias_g, [groups, n, 1] if rt else [groups, 1, n])],
+                                         2 if rt else 1)
+            y_t = ir.RankedTensorType.get([ll, n], f32())
+            y = ragged_dot(a, b, sizes, y_t, [], [], [1], [2 if rt else 1], 0, [0])
+        else:
+            if not lt or rt:
+                raise rewrite.op_error(op, f"wgrad (rhs-ragged) grouped GEMM with lhs_is_trans={lt}, rhs_is_trans={rt}: "
+                                       "only lhs_is_trans=true, rhs_is_trans=false (TE's dW = xᵀ·dy) is converted")
+            if has_bias:
+                raise rewrite.op_error(op, "wgrad (rhs-ragged) grouped GEMM with has_bias: not converted")
+            if ll != rl:
+                raise rewrite.op_error(op, f"wgrad: lhs has {ll} contracted rows, rhs {rl}")
+            y_t = ir.RankedTensorType.get([groups, lr, rr], f32())
+            y = ragged_dot(a, b, sizes, y_t, [], [], [0], [0], 0, [])
+            if scale is not None:
+                y = builders.binary("multiply", y, builders.broadcast_in_dim(scale, builders.shape_of(y), [0]))
+        if math.prod(builders.shape_of(y)) != math.prod(out_t.shape):
+            raise rewrite.op_error(op, f"the grouped GEMM computes {builders.shape_of(y)}; the output is "
+                                   f"{list(out_t.shape)}")
+        value = builders.convert(builders.reshape(y, list(out_t.shape)), out_t.element_type)
+        rest = [placeholder(op, r) for r in list(op.results)[1:]]
+    rewrite.replace(op, [value] + rest)
+
+
+@register_pass("te-grouped-gemm", "Transformer Engine grouped GEMM (te_grouped_gemm_ffi: MoE experts, forward and "
+               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot", targets=(TARGET,), keeps_targets=True,
+               erases_only_its_calls=True)
+def lower_te_grouped_gemms(module: ir.Module, options: PassOptions) -> None:
+    (calls,) = rewrite.custom_calls_of(module, (TARGET,))
+    for op in calls:
+        lower_te_grouped_gemm(op)

@@ -1,0 +1,182 @@
+"""Transformer Engine's grouped GEMM (te_grouped_gemm_ffi) in TE's exact typed-FFI signature
+(transformer_engine/jax/csrc/extensions/gemm.cpp GroupedGemmFFI: 12 operands, flat
+GroupedGemmConfig attributes), rewritten and run on CPU, against NumPy in f64 per group
+(and jax.lax.ragged_dot for the forward), group sizes drawn with empty groups."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from converter.runtime.convert import convert_text
+from passes import PassError
+from tests.helpers import assert_close
+from tests.passes.te.te_hlo import T, dims, run
+
+RNG = np.random.default_rng(2727)
+
+
+def module(lhs, rhs, out_shape, out_t, groups, *, wgrad, lt, rt, mode=0, bias_shape=(0,), ls=None) -> str:
+    """The call as GroupedGemmPrimitive lowers it: the group sizes in lhs_first_dims (forward)
+    or rhs_first_dims (wgrad), the other dims buffers empty."""
+    ll, lr = ls if ls else (lhs.shape[0], int(np.prod(lhs.shape[1:])))
+    rl, rr = rhs.shape[0], int(np.prod(rhs.shape[1:]))
+    sinv_n = groups if mode else 1
+    empty = "s32[0] constant({})"
+    lfd, rfd = ("sizes", "e") if not wgrad else ("e", "sizes")
+    has_bias = int(np.prod(bias_shape)) > 0
+    cfg = (f"has_bias = {str(has_bias).lower()}, lhs_axis_boundary = 1 : i64, lhs_is_trans = {str(lt).lower()}, "
+           f"lhs_left_size = {ll} : i64, lhs_right_size = {lr} : i64, rhs_axis_boundary = 1 : i64, "
+           f"rhs_is_trans = {str(rt).lower()}, rhs_left_size = {rl} : i64, rhs_right_size = {rr} : i64, "
+           f"scaling_mode = {mode} : i64, use_async_d2h_group_sizes = false")
+    return f"""HloModule te_grouped_gemm
+ENTRY main {{
+  lhs = {T[lhs.dtype]}[{dims(lhs.shape)}] parameter(0)
+  lsinv = f32[{sinv_n}] parameter(1)
+  rhs = {T[rhs.dtype]}[{dims(rhs.shape)}] parameter(2)
+  rsinv = f32[{sinv_n}] parameter(3)
+  bias = {out_t}[{dims(bias_shape)}] parameter(4)
+  sizes = s32[{groups}] parameter(5)
+  e = {empty}
+  offset = s32[1] constant({{0}})
+  cc = ({out_t}[{dims(out_shape)}], u8[33554688]) custom-call(lhs, lsinv, rhs, rsinv, bias, {lfd}, e, {rfd}, e, e, e, offset), custom_call_target="te_grouped_gemm_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{cfg}}}
+  ROOT o = {out_t}[{dims(out_shape)}] get-tuple-element(cc), index=0
+}}
+"""
+
+
+def forward_reference(lhs, rhs_g, sizes, rt, scales=None, bias=None):
+    """f64 per group: rows of group g times rhs[g] ([n, k] when rt), scaled, plus bias[g]."""
+    out = np.zeros((lhs.shape[0], rhs_g.shape[1] if rt else rhs_g.shape[2]))
+    start = 0
+    for g, size in enumerate(sizes):
+        b = rhs_g[g].astype(np.float64)
+        rows = lhs[start:start + size].astype(np.float64) @ (b.T if rt else b)
+        if scales is not None:
+            rows = rows * scales[g]
+        if bias is not None and bias.size:
+            rows = rows + bias[g].astype(np.float64)
+        out[start:start + size] = rows
+        start += size
+    return out
+
+
+def sizes_strategy(groups: int, total: int):
+    """Group sizes summing to `total` (TE checks the sum equals M or K), empty groups likely."""
+    return st.lists(st.integers(0, groups), min_size=groups - 1, max_size=groups - 1).map(
+        lambda cuts: np.diff([0, *sorted(min(c * total // groups, total) for c in cuts), total]).astype(np.int32))
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_forward_bf16_matches_numpy_and_ragged_dot(data):
+    groups, m, k, n = 4, 12, 16, 8
+    sizes = data.draw(sizes_strategy(groups, m))
+    rt = data.draw(st.booleans())
+    with_bias = data.draw(st.booleans())
+    lhs = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    rhs_g = RNG.standard_normal((groups, n, k) if rt else (groups, k, n)).astype(ml_dtypes.bfloat16)
+    bias = RNG.standard_normal((groups, n) if with_bias else (0,)).astype(ml_dtypes.bfloat16)
+    rhs = rhs_g.reshape(groups * rhs_g.shape[1], rhs_g.shape[2])  # TE's stacked 2-D rhs
+    ones = np.ones(1, np.float32)
+    text = module(lhs, rhs, (m, n), "bf16", groups, wgrad=False, lt=False, rt=rt, bias_shape=bias.shape)
+    (got,) = run(text, [lhs, ones, rhs, ones, bias, sizes])
+    want = forward_reference(lhs, rhs_g, sizes, rt, bias=bias)
+    # bf16 products exact in f32, 16-term sums, one rounding to bf16 (with the bias inside
+    # the f32 sum vs. added in f64 after): bf16's tolerance.
+    assert_close(got, want.astype(ml_dtypes.bfloat16))
+    if not with_bias:
+        # JAX's own ragged dot of the same operands (bf16, accumulated in f32).
+        rhs_kn = np.swapaxes(rhs_g, 1, 2) if rt else rhs_g
+        ref = jax.lax.ragged_dot(jnp.asarray(lhs), jnp.asarray(rhs_kn), jnp.asarray(sizes),
+                                 preferred_element_type=jnp.float32)
+        assert_close(got, np.asarray(ref).astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("out_t, dtype", [("f32", np.float32), ("f16", np.float16)])
+def test_forward_with_empty_groups_writes_zeros_for_them(out_t, dtype):
+    groups, k, n = 5, 8, 6
+    sizes = np.array([0, 3, 0, 4, 0], np.int32)
+    lhs = RNG.standard_normal((7, k)).astype(dtype)
+    rhs_g = RNG.standard_normal((groups, k, n)).astype(dtype)
+    ones = np.ones(1, np.float32)
+    text = module(lhs, rhs_g.reshape(groups * k, n), (7, n), out_t, groups, wgrad=False, lt=False, rt=False)
+    (got,) = run(text, [lhs, ones, rhs_g.reshape(groups * k, n), ones, np.zeros(0, dtype), sizes])
+    # f32/f16 products summed in f32 over 8 terms, one rounding: the dtype's tolerance.
+    assert_close(got, forward_reference(lhs, rhs_g, sizes, False).astype(dtype))
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_wgrad_matches_numpy_per_group(data):
+    """dW[g] = x_gᵀ · dy_g over group g's tokens; an empty group's dW is 0."""
+    groups, tokens, m, n = 3, 10, 6, 5
+    sizes = data.draw(sizes_strategy(groups, tokens))
+    x = RNG.standard_normal((tokens, m)).astype(np.float32)
+    dy = RNG.standard_normal((tokens, n)).astype(np.float32)
+    ones = np.ones(1, np.float32)
+    text = module(x, dy, (groups, m, n), "f32", groups, wgrad=True, lt=True, rt=False)
+    (got,) = run(text, [x, ones, dy, ones, np.zeros(0, np.float32), sizes])
+    ends = np.cumsum(sizes)
+    want = np.stack([x[e - s:e].astype(np.float64).T @ dy[e - s:e] for s, e in zip(sizes, ends)])
+    # f32 sums of ≤ 10 products: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
+
+
+# scaling_mode 1 DELAYED_TENSOR_SCALING, 3 CURRENT_TENSOR_SCALING
+@pytest.mark.parametrize("mode", [1, 3])
+def test_fp8_tensor_scaled_forward_reads_scales_of_non_empty_groups_in_order(mode):
+    groups, k, n = 4, 32, 8
+    sizes = np.array([3, 0, 2, 3], np.int32)
+    lhs = (RNG.standard_normal((8, k)) * 2).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    rhs_g = (RNG.standard_normal((groups, n, k)) * 2).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    lsinv = np.array([0.5, 0.25, 2.0, 9.0], np.float32)
+    rsinv = np.array([1.5, 3.0, 0.125, 7.0], np.float32)
+    text = module(lhs, rhs_g.reshape(groups * n, k), (8, n), "bf16", groups, wgrad=False, lt=False, rt=True,
+                  mode=mode)
+    (got,) = run(text, [lhs, lsinv, rhs_g.reshape(groups * n, k), rsinv, np.zeros(0, ml_dtypes.bfloat16), sizes])
+    # gemm.cpp moves the scale pointers only past non-empty groups: groups 0, 2, 3 read
+    # scales 0, 1, 2 (group 1 is empty).
+    compact = np.array([0, 1, 1, 2])
+    scales = lsinv[compact].astype(np.float64) * rsinv[compact]
+    want = forward_reference(lhs, rhs_g, sizes, True, scales=scales)
+    # fp8 products exact in f32, two f32 scalings, one bf16 rounding: bf16's tolerance.
+    assert_close(got, want.astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("mode, what", [(2, "MXFP8_1D_SCALING"), (4, "NVFP4_1D_SCALING")])
+def test_block_scaled_grouped_gemm_is_refused_by_name(mode, what):
+    lhs = np.zeros((4, 32), ml_dtypes.float8_e4m3fn)
+    rhs = np.zeros((16, 32), ml_dtypes.float8_e4m3fn)
+    text = module(lhs, rhs, (4, 8), "bf16", 2, wgrad=False, lt=False, rt=True, mode=mode)
+    with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*te_grouped_gemm_ffi.*{what}"):
+        convert_text(text, "te.hlo")
+
+
+def test_wgrad_with_untransposed_lhs_is_a_located_error():
+    x = np.zeros((6, 10), np.float32)
+    dy = np.zeros((10, 5), np.float32)
+    text = module(x, dy, (3, 6, 5), "f32", 3, wgrad=True, lt=False, rt=False)
+    with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*lhs_is_trans=False"):
+        convert_text(text, "te.hlo")
+
+
+def test_fp8_tensor_scaled_wgrad_scales_each_non_empty_group():
+    groups, m, n = 3, 4, 16
+    sizes = np.array([0, 5, 3], np.int32)
+    x = (RNG.standard_normal((8, m)) * 2).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    dy = (RNG.standard_normal((8, n)) * 2).astype(np.float32).astype(ml_dtypes.float8_e5m2)
+    lsinv = np.array([0.5, 4.0, 3.0], np.float32)
+    rsinv = np.array([0.25, 2.0, 5.0], np.float32)
+    text = module(x, dy, (groups, m, n), "f32", groups, wgrad=True, lt=True, rt=False, mode=1)
+    (got,) = run(text, [x, lsinv, dy, rsinv, np.zeros(0, np.float32), sizes])
+    # Group 0 is empty (zeros); groups 1 and 2 read scales 0 and 1 (gemm.cpp's pointer walk).
+    xs, ds = x.astype(np.float64), dy.astype(np.float64)
+    want = np.stack([np.zeros((m, n)), xs[0:5].T @ ds[0:5] * 0.5 * 0.25, xs[5:8].T @ ds[5:8] * 4.0 * 2.0])
+    # fp8 products exact in f32, ≤ 5-term sums, two f32 scalings: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
