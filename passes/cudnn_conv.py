@@ -92,6 +92,16 @@ def lower_cudnn_conv_call(op: ir.Operation) -> None:
     operands = list(op.operands)
     if any(d.lhs_dilation != 1 for d in window) and target != FORWARD:
         raise rewrite.op_error(op, "a backward or fused cuDNN convolution with lhs dilation")
+    if isinstance(out_t.element_type, ir.IntegerType) and (
+            out_t.element_type.width < 32 or target == FUSED or scale != 1):
+        # cuDNN's int8 convolutions accumulate in s32, scale, add bias and side input and apply
+        # the activation in f32, then round and saturate to the result type: a convolution
+        # computed in the narrow result type would overflow silently.
+        raise rewrite.op_error(op, f"an integer cuDNN convolution with a {out_t.element_type} result"
+                                   + (" and a fused bias/activation" if target == FUSED else "")
+                                   + (f" and conv_result_scale {scale}" if scale != 1 else "")
+                                   + " is not supported (cuDNN's rounding and saturation to the result type "
+                                     "are not in the dump); s32 results of a plain convolution are")
     with rewrite.at(op):
         if target in (FORWARD, FUSED):
             acc_t = out_t

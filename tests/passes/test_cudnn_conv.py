@@ -139,3 +139,40 @@ def test_unknown_activation_is_refused_by_name():
                        config=backend_config(activation="kBandPass"))
     with pytest.raises(Exception, match=r"%c .*activation_mode kBandPass"):
         convert_text(text)
+
+
+def _int8_module(target: str, result_type: str, config: str | None = None) -> str:
+    bias = "\n  p2 = f32[2]{0} parameter(2)" if target == FUSED else ""
+    names = "p0, p1, p2" if target == FUSED else "p0, p1"
+    return f"""HloModule conv_s8
+ENTRY main {{
+  p0 = s8[1,4,4,8]{{3,2,1,0}} parameter(0)
+  p1 = s8[2,3,3,8]{{3,2,1,0}} parameter(1){bias}
+  c = ({result_type}[1,4,4,2]{{3,2,1,0}}, u8[0]{{0}}) custom-call({names}), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_o01i->b01f, custom_call_target="{target}", backend_config={config or backend_config()}
+  ROOT r = {result_type}[1,4,4,2]{{3,2,1,0}} get-tuple-element(c), index=0
+}}
+"""
+
+
+@pytest.mark.parametrize("target,result_type", [(FORWARD, "s8"), (FUSED, "s8"), (FUSED, "s32")])
+def test_integer_convolutions_that_would_round_or_saturate_are_refused(target, result_type):
+    """An s8 result (or a fused bias/activation on integers) is computed by cuDNN in s32/f32
+    and rounded and saturated: computing it in the result type would overflow silently."""
+    with pytest.raises(Exception, match=rf"%c .*integer cuDNN convolution with a i{result_type[1:]} result"):
+        convert_text(_int8_module(target, result_type))
+
+
+def test_an_s8_convolution_into_s32_is_exact():
+    """s8 operands into an s32 result: every product and sum fits, the integers are exact
+    (NumPy's int64 convolution is the oracle)."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, (1, 4, 4, 8), dtype=np.int8)
+    w = rng.integers(-128, 128, (2, 3, 3, 8), dtype=np.int8)
+    got = run(_int8_module(FORWARD, "s32"), x, w)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((1, 4, 4, 2), np.int64)
+    for i in range(4):
+        for j in range(4):
+            want[0, i, j] = np.einsum("hwc,ohwc->o", xp[0, i:i + 3, j:j + 3], w.astype(np.int64))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
