@@ -1,10 +1,10 @@
 """Write the optimized HLO dumps of the catalog's programs for one backend, and a manifest.
 
     python -m tests.programs.generate --backend cpu --out tests/dumps/cpu
-    JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 /opt/envs/tpu/bin/python \\
+    JAX_PLATFORMS=cpu TPU_SKIP_MDS_QUERY=1 python \\
         -m tests.programs.generate --backend tpu --out tests/dumps/tpu
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 XLA_FLAGS=--xla_gpu_enable_triton_gemm=false \\
-        /opt/envs/cuda/bin/python -m tests.programs.generate --backend gpu --out tests/dumps/gpu
+        python -m tests.programs.generate --backend gpu --out tests/dumps/gpu
 
     # tests/dumps/gpu_triton: the same, with XLA's default Triton GEMM fusions (no XLA_FLAGS)
     # tests/dumps/gpu_h100: on a machine with a GPU, `--backend gpu-local` (real devices)

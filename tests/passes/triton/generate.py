@@ -3,9 +3,9 @@ interpret-mode oracle values (inputs and outputs, one .npz per kernel).
 
     JAX_PLATFORMS=cpu JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1 \\
         HLO_ROUNDTRIP_GPU_TARGET=/path/to/gpu_target_h100.txtpb \\
-        /opt/envs/cuda012/bin/python -m tests.passes.triton.generate --out tests/passes/triton/dumps/jax012
+        python -m tests.passes.triton.generate --out tests/passes/triton/dumps/jax012
 
-(jax[cuda12] of the jax to dump with; run from the repository root.)  Pallas' Triton
+(`python` of an environment with jax[cuda12] of the jax to dump with; run from the repository root.)  Pallas' Triton
 lowering asks the local GPU for its compute capability; deviceless, an H100's is given
 (`gpu_info.get_gpu_info_from_version(GpuVersion.H100)`, DESIGN §7).  The oracle is the
 same program with `interpret=True`, run on CPU by the same jax on the same inputs.
