@@ -1,4 +1,5 @@
-"""`hlo-roundtrip diff A B`: the structural difference of two dumps of one program, as text.
+"""`hlo-roundtrip diff A B [--html OUT.html]`: the structural difference of two dumps of one
+program, as text (and as a self-contained HTML page).
 
 Instructions are matched as `compare` matches them (converter.tools.compare.keyed: the
 framework's op_name, source location, logical shape and while-loop depth; the last
@@ -41,6 +42,9 @@ class DiffReport:
     opcodes: list[tuple[str, int, int]] = field(default_factory=list)
     collectives: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
     sizes: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))  # (instructions, fusions) of A, B
+    # Each instruction's line in its dump (the HTML page and compare name them with it).
+    lines_a: dict[str, int] = field(default_factory=dict)
+    lines_b: dict[str, int] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -167,6 +171,8 @@ def diff_modules(a: Module, b: Module) -> DiffReport:
         if ca[kind] != cb[kind]:
             report.collectives.append((kind, [str(ca[kind])], [str(cb[kind])]))
     report.sizes = ((sum(count_a.values()), count_a["fusion"]), (sum(count_b.values()), count_b["fusion"]))
+    report.lines_a = {i.name: i.line for c in a.computations for i in c.instructions}
+    report.lines_b = {i.name: i.line for c in b.computations for i in c.instructions}
     return report
 
 
@@ -197,6 +203,50 @@ def format_report(report: DiffReport, max_rows: int = 40) -> str:
     return "\n".join(lines)
 
 
+_PAGE_STYLE = """body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
+td,th{border:1px solid #bbb;padding:2px 6px;text-align:left;vertical-align:top}th{background:#eee}
+code{font-family:monospace}h2{margin-top:1.2em}"""
+
+
+def format_html(report: DiffReport) -> str:
+    """The report as one self-contained HTML page (inline style, no script, no link out):
+    a table per category, every instruction named with its dump line."""
+    from html import escape
+
+    def where(path: str, lines: dict[str, int], name: str) -> str:
+        line = lines.get(name)
+        return escape(f"%{name}") + (f" <small>({escape(path)}:{line})</small>" if line else "")
+
+    def table(title: str, cls: str, head: list[str], rows: list[list[str]]) -> list[str]:
+        out = [f"<h2>{escape(title)} ({len(rows)})</h2>"]
+        if not rows:
+            return out + ["<p>none</p>"]
+        out.append(f'<table class="{cls}"><tr>' + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>")
+        out.extend("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+        return out + ["</table>"]
+
+    (na, fa), (nb, fb) = report.sizes
+    a, b = report.path_a, report.path_b
+    body = [f"<h1>hlo-roundtrip diff</h1><p>A: <code>{escape(a)}</code>: {na} instructions, {fa} fusions<br>"
+            f"B: <code>{escape(b)}</code>: {nb} instructions, {fb} fusions<br>"
+            f"matched ops (op_name, source, logical shape, loop depth): {report.matched}; "
+            f"changed {len(report.changed)}, only in A {len(report.removed)}, only in B {len(report.added)}<br>"
+            f"verdict: <b>{'the same structure' if report.same else 'the structures differ'}</b></p>"]
+    body += table("changed", "changed", ["op", "A", "B", "what changed"],
+                  [[escape(_describe(c.key)), where(a, report.lines_a, c.a), where(b, report.lines_b, c.b),
+                    "<br>".join(escape(w) for w in c.what)] for c in report.changed])
+    body += table("only in A (removed)", "only-a", ["op", "A"],
+                  [[escape(_describe(k)), where(a, report.lines_a, n)] for k, n in report.removed])
+    body += table("only in B (added)", "only-b", ["op", "B"],
+                  [[escape(_describe(k)), where(b, report.lines_b, n)] for k, n in report.added])
+    body += table("opcode counts that differ", "opcodes", ["opcode", "A", "B", "delta"],
+                  [[escape(op), str(x), str(y), f"{y - x:+d}"] for op, x, y in report.opcodes])
+    body += table("collectives that differ", "collectives", ["collective", "A", "B"],
+                  [[escape(kind), escape(x[0]), escape(y[0])] for kind, x, y in report.collectives])
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>diff " + escape(f"{a} {b}")
+            + f"</title><style>{_PAGE_STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
 def add_diff_parser(sub) -> None:
     p = sub.add_parser("diff", help="the structural difference of two dumps of one program (text; nothing runs)",
                        description="Match the instructions of two dumps as `compare` does (op_name, source, "
@@ -206,6 +256,8 @@ def add_diff_parser(sub) -> None:
     p.add_argument("dump_a", metavar="A")
     p.add_argument("dump_b", metavar="B")
     p.add_argument("--max-rows", type=int, default=40, help="rows per section (default 40)")
+    p.add_argument("--html", metavar="OUT.html", help="also write the difference as a self-contained HTML page "
+                                                      "(every row, each instruction with its dump line)")
     from converter.tools.options import add_unknown_attributes_arg
 
     add_unknown_attributes_arg(p)
@@ -219,4 +271,9 @@ def cmd_diff(args) -> int:
     b = parse_hlo(read_hlo_text(args.dump_b), args.dump_b, allow_unknown_attributes=args.allow_unknown_attributes)
     report = diff_modules(a, b)
     print(format_report(report, args.max_rows))
+    if args.html:
+        from converter.common.files import write_atomic
+
+        write_atomic(args.html, format_html(report))
+        print(f"wrote {args.html}")
     return EXIT_SAME if report.same else EXIT_DIFFERENT
