@@ -96,6 +96,10 @@ def _fusion_text(fusion: Instruction | None) -> str:
     return f"in a {fusion.attrs.get('kind', 'fusion')} fusion"
 
 
+def _named(fusion: Instruction | None) -> str:
+    return f" %{fusion.name}" if fusion is not None else ""
+
+
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                "collective-broadcast", "all-reduce-start", "all-gather-start", "collective-permute-start",
                "ragged-all-to-all")
@@ -155,7 +159,7 @@ def diff_modules(a: Module, b: Module) -> DiffReport:
             what.append(f"layout {la or 'none'} → {lb or 'none'}")
         fa, fb = fusion_a.get(ia.name), fusion_b.get(ib.name)
         if _fusion_text(fa) != _fusion_text(fb):
-            what.append(f"{_fusion_text(fa)} → {_fusion_text(fb)}")
+            what.append(f"{_fusion_text(fa)}{_named(fa)} → {_fusion_text(fb)}{_named(fb)}")
         ha, hb = _sharding(ia), _sharding(ib)
         if ha != hb:
             what.append(f"sharding {ha or 'none'} → {hb or 'none'}")
@@ -201,6 +205,93 @@ def format_report(report: DiffReport, max_rows: int = 40) -> str:
     lines.append("")
     lines.append("verdict: " + ("the same structure" if report.same else "the structures differ"))
     return "\n".join(lines)
+
+
+def changes_reaching(report: DiffReport, hlo_a: Module, hlo_b: Module, flat_a, flat_b, name_a: str, name_b: str,
+                     matched_a: set[str], matched_b: set[str]) -> list[str]:
+    """The structural changes at a matched pair (A's `name_a`, B's `name_b`) or just before
+    it: the pair's own change, and those of the instructions each side computes it from
+    back to the nearest matched instructions (`matched_a`/`matched_b`, whose values were
+    compared; `flat_*` are compare's flattened graphs, fused and called instructions
+    included): changed ones, ops only A computes there (removed) and ops only B does (added)."""
+
+    def back(flat, start: str, matched: set[str]) -> set[str]:
+        seen, todo = {start}, list(flat.operands.get(start, []))
+        while todo:
+            name = todo.pop()
+            if name in seen or name in matched:
+                continue
+            seen.add(name)
+            todo.extend(flat.operands.get(name, []))
+        return seen
+
+    region_a, region_b = back(flat_a, name_a, matched_a), back(flat_b, name_b, matched_b)
+    out = [f"%{c.a} → %{c.b}: " + "; ".join(c.what) for c in report.changed if c.a in region_a or c.b in region_b]
+    out += [f"%{n} only in A ({report.path_a}:{report.lines_a.get(n, '?')}: {k[0]})"
+            for k, n in report.removed if n in region_a]
+    out += [f"%{n} only in B ({report.path_b}:{report.lines_b.get(n, '?')}: {k[0]})"
+            for k, n in report.added if n in region_b]
+    if not out:
+        # The op-level matching sees one instruction per op (the last of its key: a fusion
+        # stands for what it fuses): compare the instructions themselves in the region.
+        out = _region_difference(_with_called(hlo_a, flat_a, region_a), _with_called(hlo_b, flat_b, region_b))
+    return out
+
+
+def _with_called(hlo: Module, flat, region: set[str]) -> dict[str, Instruction]:
+    """The region's instructions, and those of the computations they call that compare's
+    flattened graph does not walk (a reduce's reducer, a sort's comparator): a change
+    there changes the region's value."""
+    from converter.importer.taps import called_computations
+
+    walked = {i.name for i in flat.order}
+    out = {i.name: i for i in flat.order if i.name in region}
+    todo, seen = list(out.values()), set()
+    while todo:
+        for _, callee in called_computations(todo.pop(), hlo):
+            if callee in seen or callee not in hlo.by_name:
+                continue
+            seen.add(callee)
+            for inner in hlo.by_name[callee].instructions:
+                if inner.name not in walked and inner.name not in out:
+                    out[inner.name] = inner
+                    todo.append(inner)
+    return out
+
+
+def _region_difference(by_a: dict[str, Instruction], by_b: dict[str, Instruction]) -> list[str]:
+    """How the instructions computing a pair differ between A and B: a fusion only one
+    side has (named with what the other side computes unfused), else the opcodes only
+    one side uses there."""
+
+    def names(instrs) -> str:
+        shown = [f"%{i.name}" for i in instrs[:4]]
+        return ", ".join(shown) + (f" and {len(instrs) - 4} more" if len(instrs) > 4 else "")
+
+    def computing(by: dict) -> list:  # what computes values: no wrappers, parameters, tuples
+        return [i for i in by.values() if i.opcode not in ("parameter", "fusion", "tuple", "get-tuple-element")]
+
+    out = []
+    fusions_a = [i for i in by_a.values() if i.opcode == "fusion"]
+    fusions_b = [i for i in by_b.values() if i.opcode == "fusion"]
+    if fusions_b and not fusions_a and computing(by_a):
+        out.append(f"{names(fusions_b)} (B) fuses what A computes unfused as {names(computing(by_a))}")
+    elif fusions_a and not fusions_b and computing(by_b):
+        out.append(f"{names(fusions_a)} (A) fuses what B computes unfused as {names(computing(by_b))}")
+    count_a = Counter(i.opcode for i in computing(by_a))
+    count_b = Counter(i.opcode for i in computing(by_b))
+    if count_a != count_b:
+        parts = []
+        for side, mine, other, by, by_other in (("A", count_a, count_b, by_a, by_b), ("B", count_b, count_a, by_b, by_a)):
+            for op in sorted(mine):
+                if mine[op] > other[op]:
+                    # Name first those whose namesake on the other side (a planted or
+                    # rewritten instruction keeps its name) has another opcode.
+                    ops = [i for i in by.values() if i.opcode == op]
+                    ops.sort(key=lambda i: i.name in by_other and by_other[i.name].opcode == op)
+                    parts.append(f"{side} {op} ×{mine[op] - other[op]} more ({names(ops)})")
+        out.append("the instructions computing it differ: " + ", ".join(parts))
+    return out
 
 
 _PAGE_STYLE = """body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin-bottom:1.5em}
