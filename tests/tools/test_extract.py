@@ -249,3 +249,22 @@ def test_a_cut_names_its_mistakes():
         with pytest.raises(ExtractError, match=message) as e:
             cut_between(comp, comp.by_name[name], stops, hlo.path)
         assert "mlp_grad.hlo:" in str(e.value)
+
+
+def test_cli_cuts_between_instructions_and_verifies(tmp_path, capsys):
+    """--from sin.0,mul.1 of elementwise_f32's fused sub.0: those two are parameters, the
+    path through mul.0 (reaching no --from) goes back to the fusion's parameter; XLA's
+    result equals the tap bit for bit (no multiply left to contract across the cut: the
+    module keeps mul.0 with the add it feeds)."""
+    from converter.tools.cli import main
+
+    dump = os.path.join(CPU, "elementwise_f32.hlo")
+    out = tmp_path / "sub.hlo"
+    assert main(["extract", dump, "--root", "sub.0", "--from", "sin.0,mul.1", "-o", str(out), "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "arg0=param_0.1, arg1=sin.0, arg2=mul.1" in printed and "bit for bit" in printed
+    text = out.read_text()
+    assert " multiply(%param_0.1, %param_0.1)" in text and " sine(" not in text and " exponential(" not in text
+    assert main(["extract", dump, "--root", "sub.0", "--from", "max.0", "-o", str(out)]) == 1
+    assert "elementwise_f32.hlo:" in capsys.readouterr().err
+    assert main(["extract", dump, "--root", "sub.0", "--from", "mul.0", "--producers", "1", "-o", str(out)]) == 2
