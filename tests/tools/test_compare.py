@@ -508,3 +508,26 @@ def test_compare_says_a_changed_constant_is_no_structural_change(tmp_path):
     assert report.exit_status == 3 and report.first, shown
     assert "no structural change at the first divergence (a numerical difference)" in shown, shown
     assert all(p.structure == [] for p in report.first)
+
+
+def test_compare_names_a_fusion_boundary_at_the_first_divergence(pair, tmp_path):
+    """Before vs after optimizations, B's exponential's operand doubled (as
+    test_a_planted_divergence_is_named_first plants it): the exponential diverges first, and
+    what changed structurally there is that B computes it inside a fusion, named."""
+    text = open(pair[1]).read()
+    line = re.search(r"^(\s*)(ROOT )?%([\w.-]+) = (\S+) exponential\((%[\w.-]+)\)", text, re.M)
+    indent, _, name, shape, operand = line.groups()
+    planted = tmp_path / "planted.hlo"
+    planted.write_text(text[: line.start()] + f"{indent}%planted = {shape} add({operand}, {operand})\n"
+                       + line.group(0).replace(f"({operand})", "(%planted)") + text[line.end():])
+    report = compare_dumps(pair[0], str(planted), seed=1)
+    shown = format_report(report)
+    assert report.first and report.first[0].b == name, shown
+    from converter.hlo.parser import parse_hlo_file
+
+    b = parse_hlo_file(str(planted))
+    holder = next(c.name for c in b.computations if name in c.by_name)
+    calls = {i.name: i.attrs.get("calls") for c in b.computations for i in c.instructions if i.opcode == "fusion"}
+    fusion = next(n for n, c in calls.items() if (c[0] if isinstance(c, (list, tuple)) else c) == holder)
+    assert f"structural change at the first divergence: %{report.first[0].a} → %{name}: unfused → in a " in shown
+    assert f"fusion %{fusion}" in shown, shown
