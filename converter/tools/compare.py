@@ -172,6 +172,8 @@ class Pair:
     diff: Difference
     first: bool = False
     healed: bool = False
+    # For a first divergence: the structural changes (diff.py's) at it or just before it.
+    structure: list[str] = field(default_factory=list)
 
 
 class NotComparable(ConverterError):
@@ -412,6 +414,15 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
             continue
         outputs.append((name, diff(value_b, value_a)))
     _mark_first_and_healed(pairs, flats[0], hlos[0], outputs, out_names)
+    if any(p.first for p in pairs):
+        from converter.tools.diff import changes_reaching, diff_modules
+
+        structure = diff_modules(hlos[0], hlos[1])
+        matched_a, matched_b = {p.a for p in pairs}, {p.b for p in pairs}
+        for p in pairs:
+            if p.first:
+                p.structure = changes_reaching(structure, hlos[0], hlos[1], flats[0], flats[1], p.a, p.b,
+                                               matched_a, matched_b)
     report = CompareReport(path_a, path_b, pairs, outputs, len(keyed_a) - len(common), len(keyed_b) - len(common),
                            not_compared, skipped, global_form)
     report.tolerance = _describe_tolerance(a, rtol, atol, ulps)
@@ -562,6 +573,12 @@ def format_report(report: CompareReport, max_rows: int = 60) -> str:
             lines.append(f"  A %{p.a}  ~  B %{p.b}   {p.key[0]}  {p.key[1] or '(no source)'}  {p.key[2]}")
             lines.append(f"      max abs {p.diff.max_abs:.3g}, max rel {p.diff.max_rel:.3g}, "
                          f"{p.diff.mismatches} element(s) beyond tolerance")
+            if p.structure:
+                shown_changes = "; ".join(p.structure[:4]) + (f"; … {len(p.structure) - 4} more"
+                                                              if len(p.structure) > 4 else "")
+                lines.append(f"      structural change at the first divergence: {shown_changes}")
+            else:
+                lines.append("      no structural change at the first divergence (a numerical difference)")
     rows = []
     shown = report.pairs if len(report.pairs) <= max_rows else \
         [p for p in report.pairs if not p.diff.ok][:max_rows] or report.pairs[:max_rows]

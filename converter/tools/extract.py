@@ -285,6 +285,48 @@ def cut_instructions(comp: Computation, instr: Instruction, producers: int) -> l
     return [i for i in comp.instructions if i.name in cut]
 
 
+def cut_between(comp: Computation, instr: Instruction, cut_from: list[str], path: str) -> list[Instruction]:
+    """`instr` and every instruction of its computation between it and the `cut_from`
+    instructions: walking back from `instr` through operands, stopping at a `cut_from`
+    instruction (its value becomes a parameter) or at a parameter of the computation. A path
+    that reaches no `cut_from` instruction is kept back to the computation's parameters (and
+    constants), which become parameters too. A `cut_from` instruction that is not in
+    `instr`'s computation, or that `instr` is not computed from, is refused (the cut would
+    not be where it was asked for)."""
+    stops = []
+    for name in cut_from:
+        name = name.strip().lstrip("%")
+        other = comp.by_name.get(name)
+        if other is None:
+            raise ExtractError(f"{path}:{instr.line}:{instr.col}: error: --from {name}: no instruction of that name "
+                               f"in %{instr.name}'s computation {comp.name} (a cut stays within one computation)")
+        stops.append(name)
+    if instr.name in stops:
+        raise ExtractError(f"{path}:{instr.line}:{instr.col}: error: --from {instr.name}: that is the root itself")
+    cut, reached, todo = {instr.name}, set(), [instr.name]
+    while todo:
+        for operand in comp.by_name[todo.pop()].operands:
+            base = split_operand(operand)[0]
+            if base in stops:
+                reached.add(base)
+            elif base not in cut and comp.by_name[base].opcode != "parameter":
+                cut.add(base)
+                todo.append(base)
+    missed = [n for n in stops if n not in reached]
+    if missed:
+        other = comp.by_name[missed[0]]
+        raise ExtractError(f"{path}:{other.line}:{other.col}: error: --from {missed[0]}: %{instr.name} is not "
+                           "computed from it (or only through another --from instruction): nothing to cut there")
+    return [i for i in comp.instructions if i.name in cut]
+
+
+def choose_cut(comp: Computation, instr: Instruction, producers: int, cut_from: list[str] | None,
+               path: str) -> list[Instruction]:
+    if cut_from:
+        return cut_between(comp, instr, cut_from, path)
+    return cut_instructions(comp, instr, producers)
+
+
 def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
     """The instructions outside `cut` whose values it reads: the extracted module's
     parameters (constants with their literal aside: copied)."""
@@ -299,7 +341,8 @@ def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
 
 
 def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.ndarray]],
-                   allow_custom_calls: bool = False, producers: int = 0) -> tuple[str, list[np.ndarray], list[str]]:
+                   allow_custom_calls: bool = False, producers: int = 0,
+                   cut_from: list[str] | None = None) -> tuple[str, list[np.ndarray], list[str]]:
     """The HLO text computing instruction `name` (with `producers` levels of its producers)
     from parameters, the parameters' values (`operand_values`: per operand instruction
     outside the cut, its array leaves' values), and what each parameter holds."""
@@ -315,7 +358,7 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     names: dict[str, str] = {}
     inputs: list[np.ndarray] = []
     held: list[str] = []
-    cut = cut_instructions(comp, instr, producers)
+    cut = choose_cut(comp, instr, producers, cut_from, hlo.path)
     for operand in cut_operands(comp, cut):
         producer = comp.by_name[operand]
         if producer.opcode == "constant" and producer.literal is not None and not producer.literal_elided:
@@ -392,7 +435,7 @@ def parse_iteration(text: str | None) -> list[int] | None:
 def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
             program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
             input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
-            device: int = 0) -> Extracted:
+            device: int = 0, cut_from: list[str] | None = None) -> Extracted:
     """Run the dump with taps on NAME's operands (and NAME) and build the module."""
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, trip_count
@@ -420,7 +463,8 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
             if trips is not None and k >= trips:
                 raise UsageError(f"--iteration: %{loop.name} runs {trips} iteration(s) (0..{trips - 1}); "
                                  f"iteration {k} does not exist")
-    operands = [o for o in cut_operands(comp, cut_instructions(comp, instr, producers))
+    cut = choose_cut(comp, instr, producers, cut_from, hlo.path)
+    operands = [o for o in cut_operands(comp, cut)
                 if not (comp.by_name[o].opcode == "constant" and comp.by_name[o].literal is not None
                         and not comp.by_name[o].literal_elided)]
     tapped = list(dict.fromkeys(operands + ([instr.name] if any(not l.is_token for l in instr.shape.leaves()) else [])))
@@ -441,7 +485,7 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     depth = len(bodies) if iteration is not None else 0
     devices = program.num_devices
     if devices > 1:
-        cross = [i for i in cut_instructions(comp, instr, producers) if i.opcode in DEVICE_DEPENDENT]
+        cross = [i for i in cut if i.opcode in DEVICE_DEPENDENT]
         if cross:
             raise ExtractError(f"{hlo.path}:{cross[0].line}:{cross[0].col}: error: cannot extract %{cross[0].name} "
                                f"({cross[0].opcode}) of a {devices}-device module as a one-device module: its value "
@@ -457,7 +501,7 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
         return [v.reshape(v.shape[depth:]) for v in values]
 
     values = {op: leaves_of(op) for op in operands}
-    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers)
+    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from)
     expected = leaves_of(instr.name) if instr.name in tapped else []
     return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops])
 
@@ -483,6 +527,10 @@ def add_extract_parser(sub) -> None:
     p.add_argument("--producers", type=int, default=0, metavar="N",
                    help="also keep N levels of NAME's producers in the module (their operands become the "
                         "parameters): the cut no longer splits a multiply from the add XLA fuses with it")
+    p.add_argument("--from", dest="cut_from", metavar="NAME[,NAME...]",
+                   help="cut here instead of at NAME's operands: the module computes NAME from these instructions' "
+                        "values (parameters), keeping every instruction between them and NAME; a path from NAME "
+                        "that reaches none of them is kept back to its computation's parameters")
     p.add_argument("--device", type=int, default=0, metavar="D",
                    help="of a multi-device module: the device whose values the inputs hold (default 0)")
     p.add_argument("--allow-custom-calls", action="store_true",
@@ -524,6 +572,9 @@ def cmd_extract(args) -> int:
     iteration = parse_iteration(args.iteration)
     if args.producers < 0:
         raise UsageError(f"--producers {args.producers}: give 0 or more")
+    cut_from = [n for n in (args.cut_from or "").split(",") if n.strip()] or None
+    if cut_from and args.producers:
+        raise UsageError("--from and --producers: give one (--from names where the cut is)")
     npz_path = inputs_path_for(args.output)
     for out in (args.output, npz_path):
         folder = os.path.dirname(os.path.abspath(out))
@@ -533,7 +584,7 @@ def cmd_extract(args) -> int:
 
     result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
-                     inputs_path=args.inputs, producers=args.producers, device=args.device)
+                     inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from)
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
     write_atomic(npz_path, buffer.getvalue())

@@ -112,7 +112,7 @@ def import_options_from_args(args):
 
 # Every flag naming a file or folder a command writes: (attribute, flag, is a folder).
 OUTPUT_FLAGS = (("output", "-o/--output", False), ("outputs", "--outputs", False), ("save_inputs", "--save-inputs", False),
-                ("plot", "--plot", False), ("dump_dir", "--dump-dir", True))
+                ("plot", "--plot", False), ("html", "--html", False), ("dump_dir", "--dump-dir", True))
 
 
 def check_output_args(args) -> None:

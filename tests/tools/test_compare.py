@@ -456,3 +456,78 @@ def test_an_output_whose_sharding_the_dump_does_not_give_is_not_compared_exit_4(
     assert main(["compare", *sharded_pairs["unsaid"]]) == 4
     out = capsys.readouterr().out
     assert "out0 not compared" in out and "verdict: not established" in out, out
+
+
+STRUCTURE_DUMPS = ["elementwise_f32", "softmax_layernorm"]  # no loops: the first divergence is the change's
+
+
+def _opcode_swaps(text: str) -> list[re.Match]:
+    return [m for m in _mutations(text) if m.group(2)]
+
+
+def check_structure_named(name: str, index: int, tmp_path) -> None:
+    """An opcode swapped in a copy of a dump (the oracle: we know which instruction and
+    which opcodes) is a structural change `diff` sees, and compare's first-divergence line
+    names it; a changed constant is not structural, and compare says so."""
+    from converter.hlo.parser import parse_hlo_file
+    from converter.tools.diff import diff_modules
+
+    path = os.path.join(CPU_DUMPS, name + ".hlo")
+    text = open(path).read()
+    m = _opcode_swaps(text)[index]
+    mutated = tmp_path / f"{name}.{m.group(1)}.hlo"
+    mutated.write_text(_mutate(text, m))
+    assert not diff_modules(parse_hlo_file(path), parse_hlo_file(str(mutated))).same
+    report = compare_dumps(path, str(mutated), seed=4)
+    shown = format_report(report)
+    if report.exit_status == 0:  # the swap changes no value beyond tolerance (or heals before the outputs)
+        return
+    first = report.first[0]
+    line = next(ln for ln in shown.splitlines() if "at the first divergence" in ln)
+    assert line.strip().startswith("structural change at the first divergence:"), shown
+    assert f"%{m.group(1)}" in line and m.group(2) in line and SWAPS[m.group(2)] in line, (first, shown)
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compare_names_the_structural_change_at_the_first_divergence(data, tmp_path):
+    name = data.draw(st.sampled_from(STRUCTURE_DUMPS), label="dump")
+    text = open(os.path.join(CPU_DUMPS, name + ".hlo")).read()
+    index = data.draw(st.integers(0, len(_opcode_swaps(text)) - 1), label="instruction")
+    check_structure_named(name, index, tmp_path)
+
+
+def test_compare_says_a_changed_constant_is_no_structural_change(tmp_path):
+    path = os.path.join(CPU_DUMPS, "elementwise_f32.hlo")
+    text = open(path).read()
+    m = next(m for m in _mutations(text) if m.group(3))
+    mutated = tmp_path / "constant.hlo"
+    mutated.write_text(_mutate(text, m))
+    report = compare_dumps(path, str(mutated), seed=4)
+    shown = format_report(report)
+    assert report.exit_status == 3 and report.first, shown
+    assert "no structural change at the first divergence (a numerical difference)" in shown, shown
+    assert all(p.structure == [] for p in report.first)
+
+
+def test_compare_names_a_fusion_boundary_at_the_first_divergence(pair, tmp_path):
+    """Before vs after optimizations, B's exponential's operand doubled (as
+    test_a_planted_divergence_is_named_first plants it): the exponential diverges first, and
+    what changed structurally there is that B computes it inside a fusion, named."""
+    text = open(pair[1]).read()
+    line = re.search(r"^(\s*)(ROOT )?%([\w.-]+) = (\S+) exponential\((%[\w.-]+)\)", text, re.M)
+    indent, _, name, shape, operand = line.groups()
+    planted = tmp_path / "planted.hlo"
+    planted.write_text(text[: line.start()] + f"{indent}%planted = {shape} add({operand}, {operand})\n"
+                       + line.group(0).replace(f"({operand})", "(%planted)") + text[line.end():])
+    report = compare_dumps(pair[0], str(planted), seed=1)
+    shown = format_report(report)
+    assert report.first and report.first[0].b == name, shown
+    from converter.hlo.parser import parse_hlo_file
+
+    b = parse_hlo_file(str(planted))
+    holder = next(c.name for c in b.computations if name in c.by_name)
+    calls = {i.name: i.attrs.get("calls") for c in b.computations for i in c.instructions if i.opcode == "fusion"}
+    fusion = next(n for n, c in calls.items() if (c[0] if isinstance(c, (list, tuple)) else c) == holder)
+    assert f"structural change at the first divergence: %{report.first[0].a} → %{name}: unfused → in a " in shown
+    assert f"fusion %{fusion}" in shown, shown

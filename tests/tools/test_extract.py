@@ -172,3 +172,99 @@ def test_cli_writes_the_module_and_its_inputs_and_verifies(tmp_path, capsys):
     assert "iteration 9 does not exist" in capsys.readouterr().err
     assert main(["extract", os.path.join(CPU, "fori_loop.hlo"), "--root", "nope", "-o", str(out)]) == 1
     assert "no instruction of that name" in capsys.readouterr().err
+
+
+def _ancestors(comp, name: str, avoid: set[str] = frozenset()) -> set[str]:
+    """The instructions of `comp` that `name` is computed from, walking operands but not
+    through `avoid` (which are reported when reached)."""
+    from converter.hlo.ir import split_operand
+
+    seen, todo = set(), [name]
+    while todo:
+        for operand in comp.by_name[todo.pop()].operands:
+            base = split_operand(operand)[0]
+            if base not in seen:
+                seen.add(base)
+                if base not in avoid:
+                    todo.append(base)
+    return seen
+
+
+CUT_STATS: dict[str, int] = {}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_a_cut_between_two_instructions_runs_in_xla_to_the_taps_bits(data):
+    """`extract --root NAME --from A[,B]`: random NAME and 1-2 instructions it is computed
+    from (same computation) in committed CPU dumps; XLA's result of the module equals the
+    tap of NAME bit for bit, but where an add in the module could be contracted with a
+    multiply differently by the two compiles (then within round-off, as above). A --from
+    instruction NAME reaches only through another is refused, and the independent walk
+    here agrees that it is."""
+    from converter.tools.extract import cut_between
+
+    dump = data.draw(st.sampled_from([d for d in DUMPS if d != "argsort_topk"]))
+    hlo, by_key, where, names = full_run(dump)
+    tapped = set(names)
+    candidates = [n for n in names if any(a in tapped for a in _ancestors(where[n], n))]
+    name = data.draw(st.sampled_from(sorted(candidates)))
+    comp = where[name]
+    ups = sorted(a for a in _ancestors(comp, name) if a in tapped)
+    stops = data.draw(st.lists(st.sampled_from(ups), min_size=1, max_size=2, unique=True))
+    try:
+        cut = cut_between(comp, comp.by_name[name], stops, hlo.path)
+    except ExtractError as e:
+        missed = str(e).split("--from ")[1].split(":")[0]
+        others = set(stops) - {missed}
+        assert "is not computed from it" in str(e) and missed not in _ancestors(comp, name, others), str(e)
+        CUT_STATS["refused"] = CUT_STATS.get("refused", 0) + 1
+        return
+    inside = {i.name for i in cut}
+    assert not inside & set(stops) and name in inside
+    # Every instruction kept is NAME or one it is computed from without passing a cut.
+    assert inside - {name} <= _ancestors(comp, name, set(stops))
+    operands = cut_operands(comp, cut)
+    text, inputs, held = extract_module(hlo, name, {o: tap_leaves(by_key, o) for o in operands}, cut_from=stops)
+    # Each cut is a parameter (a constant with its literal is copied into the module).
+    literal = {n for n in stops if comp.by_name[n].opcode == "constant" and comp.by_name[n].literal is not None}
+    assert set(stops) - literal <= {h.split("#")[0] for h in held}
+    got, expected = run_with_xla(text, inputs), tap_leaves(by_key, name)
+    if same_bits(got, expected):
+        CUT_STATS["bits"] = CUT_STATS.get("bits", 0) + 1
+        return
+    assert ADDS.search(text), f"{dump}: %{name} from {stops}: no add to contract, yet not the tap's bits:\n{text}"
+    for g, e in zip(got, expected):
+        assert_close(g, e, what=f"{dump}: %{name}")
+    CUT_STATS["close"] = CUT_STATS.get("close", 0) + 1
+
+
+def test_a_cut_names_its_mistakes():
+    from converter.tools.extract import cut_between
+
+    hlo, _, where, names = full_run("mlp_grad")
+    name = names[-1]
+    comp = where[name]
+    for stops, message in (([name], "that is the root itself"), (["no-such"], "no instruction of that name")):
+        with pytest.raises(ExtractError, match=message) as e:
+            cut_between(comp, comp.by_name[name], stops, hlo.path)
+        assert "mlp_grad.hlo:" in str(e.value)
+
+
+def test_cli_cuts_between_instructions_and_verifies(tmp_path, capsys):
+    """--from sin.0,mul.1 of elementwise_f32's fused sub.0: those two are parameters, the
+    path through mul.0 (reaching no --from) goes back to the fusion's parameter; XLA's
+    result equals the tap bit for bit (no multiply left to contract across the cut: the
+    module keeps mul.0 with the add it feeds)."""
+    from converter.tools.cli import main
+
+    dump = os.path.join(CPU, "elementwise_f32.hlo")
+    out = tmp_path / "sub.hlo"
+    assert main(["extract", dump, "--root", "sub.0", "--from", "sin.0,mul.1", "-o", str(out), "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "arg0=param_0.1, arg1=sin.0, arg2=mul.1" in printed and "bit for bit" in printed
+    text = out.read_text()
+    assert " multiply(%param_0.1, %param_0.1)" in text and " sine(" not in text and " exponential(" not in text
+    assert main(["extract", dump, "--root", "sub.0", "--from", "max.0", "-o", str(out)]) == 1
+    assert "elementwise_f32.hlo:" in capsys.readouterr().err
+    assert main(["extract", dump, "--root", "sub.0", "--from", "mul.0", "--producers", "1", "-o", str(out)]) == 2
