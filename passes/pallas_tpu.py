@@ -43,28 +43,12 @@ def lower_pallas_tpu(module: ir.Module, options: PassOptions) -> None:
             where = ""
             if e.op is not None and e.op.name != "func.func":
                 where = "" if e.op.name in str(e) else f" (Mosaic op {e.op.name})"
-                source = _source_location(e.op)
+                source = rewrite.kernel_source_location(e.op)
                 where += f" at {source}" if source else ""
             raise rewrite.op_error(op, f"{name}{e}{where}") from None
         rewrite.replace(op, values)
 
 
-def _source_location(op: ir.Operation) -> str:
-    """The Python source line Pallas recorded for a Mosaic op (`file:line`), if any."""
-    m = re.search(r'"([^"]+)":(\d+)', str(op.location))
-    return f"{m.group(1)}:{m.group(2)}" if m else ""
-
-
-def _aliases(op: ir.Operation) -> dict[int, int]:
-    """Output index → aliased operand index."""
-    if "output_operand_aliases" not in op.attributes:
-        return {}
-    found = {}
-    for a in ir.ArrayAttr(op.attributes["output_operand_aliases"]):
-        m = re.search(r"output_tuple_indices = \[(\d*)\], operand_index = (\d+)", str(a))
-        if m:
-            found[int(m.group(1) or 0)] = int(m.group(2))
-    return found
 
 
 def _blocks(shape: list[int], bounds: list[int]) -> list[int]:
@@ -98,7 +82,7 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
 
     # Arrays carried through the grid loop: prefetch operands, inputs, outputs (padded to
     # whole blocks), scratch (semaphores carry nothing).
-    aliases = _aliases(op)
+    aliases = rewrite.output_operand_aliases(op)
     operand_args = args[len(grid):len(grid) + n_prefetch + n_windows]
     arrays: list[ir.Value] = [_as_kernel_type(x, a) for x, a in zip(operands[:n_prefetch], operand_args)]
     for k, x in enumerate(inputs):

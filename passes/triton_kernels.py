@@ -71,7 +71,7 @@ def _located(e: KernelError, label: str) -> str:
     where = ""
     if e.op is not None and e.op.name not in ("tt.func", "builtin.module"):
         where = "" if e.op.name in str(e) else f" (Triton op {e.op.name})"
-        source = _source_location(e.op)
+        source = rewrite.kernel_source_location(e.op)
         where += f" at {source}" if source else ""
     return f"{label}{e}{where}"
 
@@ -145,22 +145,6 @@ def mosaic_gpu_refusal(op: ir.Operation) -> str:
             "which triton-kernels converts")
 
 
-def _source_location(op: ir.Operation) -> str:
-    """The Python source line Pallas recorded for a Triton op (`file:line`), if any."""
-    m = re.search(r'"([^"]+)":(\d+)', str(op.location))
-    return f"{m.group(1)}:{m.group(2)}" if m else ""
-
-
-def _aliases(op: ir.Operation) -> dict[int, int]:
-    """Result index → aliased operand index."""
-    if "output_operand_aliases" not in op.attributes:
-        return {}
-    found = {}
-    for a in ir.ArrayAttr(op.attributes["output_operand_aliases"]):
-        m = re.search(r"output_tuple_indices = \[(\d*)\], operand_index = (\d+)", str(a))
-        if m:
-            found[int(m.group(1) or 0)] = int(m.group(2))
-    return found
 
 
 def _pointee(arg: ir.Value) -> ir.Type:
@@ -196,7 +180,7 @@ def lower_call(op: ir.Operation, kernel: TritonKernel,
     operands = list(op.operands)
     out_types = [ir.RankedTensorType(r.type) for r in op.results]
     args = kernel.arguments
-    aliases = _aliases(op)
+    aliases = rewrite.output_operand_aliases(op)
     if parameters is None:
         pointer_args = list(range(len(args)))
         results_passed = list(range(len(out_types)))

@@ -404,3 +404,22 @@ def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequenc
         "output_operand_aliases": ir.ArrayAttr.get([stablehlo.OutputOperandAlias.get([0], 0, [])]),
     }
     return list(build.op("stablehlo.custom_call", list(result_types), list(operands), attrs).results)
+
+
+def kernel_source_location(op: ir.Operation) -> str:
+    """The Python source line a kernel compiler (Pallas' Mosaic or Triton lowering) recorded
+    in a kernel op's location (`file:line`), if any."""
+    m = re.search(r'"([^"]+)":(\d+)', str(op.location))
+    return f"{m.group(1)}:{m.group(2)}" if m else ""
+
+
+def output_operand_aliases(op: ir.Operation) -> dict[int, int]:
+    """A custom-call's `output_operand_aliases`: result index → aliased operand index."""
+    if "output_operand_aliases" not in op.attributes:
+        return {}
+    found = {}
+    for a in ir.ArrayAttr(op.attributes["output_operand_aliases"]):
+        m = re.search(r"output_tuple_indices = \[(\d*)\], operand_index = (\d+)", str(a))
+        if m:
+            found[int(m.group(1) or 0)] = int(m.group(2))
+    return found
