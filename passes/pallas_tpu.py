@@ -16,7 +16,6 @@ are padded to whole blocks, as Pallas pads the edge blocks, and cut back afterwa
 
 from __future__ import annotations
 
-import re
 
 from jaxlib.mlir import ir
 

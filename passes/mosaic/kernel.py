@@ -82,15 +82,24 @@ def _bytecode_verdict(data: bytes) -> str | None:
     diagnostic jaxlib makes of them throws inside nanobind and aborts the process
     (`terminate called ... str_from_cstr_and_size(): conversion error`), which no
     exception handler here could catch."""
-    child = subprocess.run([sys.executable, "-c", _PARSE_CHILD], input=data, capture_output=True, timeout=300)
-    if child.returncode == 0:
+    status, why = parse_in_child(_PARSE_CHILD, data)
+    if status == 0:
         return None
-    if child.returncode == 3:
-        return f"the kernel body does not parse as Mosaic IR: {child.stdout.decode('utf-8', 'replace')}"
+    return f"the kernel body does not parse as Mosaic IR: {why}" if status == 3 else why
+
+
+def parse_in_child(script: str, data: bytes) -> tuple[int, str]:
+    """Run a child's parse `script` on kernel bytecode `data` (on its stdin): (0, "") when it
+    parses; (3, MLIR's message) when the script says it does not; otherwise the child died
+    (status, why, said to the user as a corrupt body)."""
+    child = subprocess.run([sys.executable, "-c", script], input=data, capture_output=True, timeout=300)
+    if child.returncode in (0, 3):
+        return child.returncode, child.stdout.decode("utf-8", "replace").strip() if child.returncode else ""
     how = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
            else f"exit status {child.returncode}")
     last = (child.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1].strip()
-    return f"the kernel body is corrupt: reading it ends jaxlib's MLIR parser ({how}{': ' + last if last else ''})"
+    return child.returncode, (f"the kernel body is corrupt: reading it ends jaxlib's MLIR parser "
+                              f"({how}{': ' + last if last else ''})")
 
 
 def _serde_registered() -> None:

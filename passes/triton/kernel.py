@@ -17,15 +17,12 @@ installed, and how to get the matching install.
 from __future__ import annotations
 
 import io
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from jaxlib.mlir import ir
 
-from passes.mosaic.kernel import KernelError
+from passes.mosaic.kernel import KernelError, parse_in_child
 
 # The MLIR producer string each jax release's jaxlib writes in bytecode headers (measured
 # on the kernels of tests/passes/triton/dumps/jax010 and jax012).
@@ -119,16 +116,10 @@ def _bytecode_verdict(data: bytes) -> str | None:
     """None when the kernel bytecode parses, else why not.  Tried in a child process
     first: bytecode whose strings are not UTF-8 (a corrupted body) makes jaxlib's
     diagnostic throw inside nanobind and abort the process (see passes/mosaic/kernel.py)."""
-    child = subprocess.run([sys.executable, "-c", _PARSE_CHILD], input=data, capture_output=True, timeout=300)
-    if child.returncode == 0:
+    status, why = parse_in_child(_PARSE_CHILD, data)
+    if status == 0:
         return None
-    why = child.stdout.decode("utf-8", "replace").strip()
-    if child.returncode == 3:
-        return _unreadable(data, why)
-    how = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
-           else f"exit status {child.returncode}")
-    last = (child.stderr.decode("utf-8", "replace").strip().splitlines() or [""])[-1].strip()
-    return f"the kernel body is corrupt: reading it ends jaxlib's MLIR parser ({how}{': ' + last if last else ''})"
+    return _unreadable(data, why) if status == 3 else why
 
 
 def _unreadable(data: bytes, why: str) -> str:
