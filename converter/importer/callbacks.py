@@ -25,6 +25,8 @@ the last iteration).
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
@@ -168,8 +170,9 @@ def with_callback_operands(request: TapRequest | None, sites: list[CallbackSite]
     names = [o for s in reported(sites) for o in s.operands]
     if not names:
         return request
-    base = request or TapRequest()
-    return TapRequest(list(base.names) + names, base.regex, base.all_entry)
+    base = request if request is not None else TapRequest()  # an empty request may carry iterations
+    # Keeps the request's other fields (--tap-iterations applies to the callbacks too).
+    return dataclasses.replace(base, names=list(base.names) + names)
 
 
 def relabel_results(module: ir.Module, sites: list[CallbackSite], user_labels: list[str] | None) -> None:

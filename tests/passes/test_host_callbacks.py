@@ -346,3 +346,24 @@ ENTRY main (x: f32[3]) -> f32[3] {{
         np.testing.assert_allclose(convert_program(text)(x)[0], np.asarray(cp.pure_fn(x)), rtol=1e-6)
     finally:
         unregister_callback("model.py:9")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_tap_iterations_report_every_call_of_a_loop_callback(version):
+    """With taps per iteration (--tap-iterations all) a callback in a loop is reported at
+    every iteration: each row formats to the line JAX's own print wrote at that step."""
+    from converter.importer.taps import TapRequest
+
+    program = cp.BY_NAME["debug_print_loop"]
+    inputs = program.inputs()
+    _, _, printed = _jax_run(program, inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = load(str(DUMPS / f"debug_print_loop_{version}.hlo"),
+                    import_options=ImportOptions(report_callbacks=True, taps=TapRequest(iterations="all")))
+    values = {spec.name: o for spec, o in zip(ours.results, ours(*inputs))}
+    loop_c, loop_i = (_key(list(values), r"callback:debug_print\.\d+#0")[0],
+                      _key(list(values), r"callback:debug_print\.\d+#1")[0])
+    steps = [line for line in printed if line.startswith("step ")]
+    assert len(values[loop_i]) == len(steps) > 1
+    assert [cp.LOOP_FMT.format(i=i, c=c) for i, c in zip(values[loop_i], values[loop_c])] == steps
