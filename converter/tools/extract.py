@@ -512,7 +512,8 @@ def add_extract_parser(sub) -> None:
                        description="Write OUT.hlo: plain HLO computing instruction NAME (fused or not; inside a "
                                    "while loop at --iteration) from parameters, and OUT.inputs.npz (arg0..argN) "
                                    "holding its operands' values in a run of the dump (taps). Exit 0; with "
-                                   "--verify, 3 when XLA's result of OUT.hlo differs from the tap of NAME.")
+                                   "--verify, 3 when XLA's result of OUT.hlo differs from the tap of NAME, 4 when XLA cannot "
+                                   "run it (nothing compared).")
     p.add_argument("dump", help="HLO text dump (or XLA proto)")
     p.add_argument("--root", required=True, metavar="NAME", help="the instruction to extract")
     p.add_argument("--iteration", metavar="K[,K...]",
@@ -596,9 +597,18 @@ def cmd_extract(args) -> int:
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
     if not args.verify:
         return 0
+    from converter.common.errors import ConverterError
     from converter.runtime.xla_oracle import run_with_xla
 
-    got = run_with_xla(result.text, result.inputs)
+    # A comparison asked for and not made is exit 4, never a verdict (DESIGN §4).
+    if not result.expected:
+        print(f"not verified: the full run gives no value of %{args.root.lstrip('%')} to compare with")
+        return 4
+    try:
+        got = run_with_xla(result.text, result.inputs)
+    except ConverterError as e:
+        print(f"not verified: XLA could not run the extracted module: {e}")
+        return 4
     same = len(got) == len(result.expected) and all(
         g.shape == e.shape and g.dtype == e.dtype and g.tobytes() == e.tobytes() for g, e in zip(got, result.expected))
     if same:

@@ -174,6 +174,21 @@ def test_cli_writes_the_module_and_its_inputs_and_verifies(tmp_path, capsys):
     assert "no instruction of that name" in capsys.readouterr().err
 
 
+def test_verify_that_xla_cannot_run_is_no_verdict(tmp_path, capsys):
+    """--verify on a module XLA's CPU cannot run (a cuBLAS call kept with
+    --allow-custom-calls) compares nothing: exit 4 and 'not verified', never 'verified'."""
+    from converter.tools.cli import main
+
+    dump = os.path.join(ROOT, "tests", "dumps", "gpu", "mlp_forward.hlo")
+    out = tmp_path / "gemm.hlo"
+    code = main(["extract", dump, "--root", "custom-call.2", "--allow-custom-calls", "--verify", "-o", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 4, printed
+    assert "not verified: XLA could not run the extracted module" in printed and "verified:" not in printed.replace(
+        "not verified:", "")
+    assert 'custom_call_target="__cublas$lt$matmul"' in out.read_text()
+
+
 def _ancestors(comp, name: str, avoid: set[str] = frozenset()) -> set[str]:
     """The instructions of `comp` that `name` is computed from, walking operands but not
     through `avoid` (which are reported when reached)."""
