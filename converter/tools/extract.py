@@ -439,7 +439,6 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     """Run the dump with taps on NAME's operands (and NAME) and build the module."""
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, trip_count
-    from converter.runtime import program as runtime
 
     if hlo is None:
         from converter.hlo.parser import parse_hlo_file
