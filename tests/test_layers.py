@@ -58,3 +58,27 @@ def test_every_rule_module_and_every_pass_has_its_test_file():
     tests = {f.stem for f in (ROOT / "tests" / "passes").rglob("test_*.py")}
     missing += [f"passes/{p}.py" for p in pass_files if f"test_{p}" not in tests]
     assert not missing
+
+
+def test_no_module_below_the_tools_layer_reads_command_line_arguments():
+    """The tools layer turns a command's arguments into option values (ConvertOptions,
+    RunOptions, TapRequest, ProcessGroup: converter/tools/options.py); the layers below
+    take those values and never an argparse namespace, so that the Python API and the CLI
+    run the same code with the same options."""
+    import ast
+
+    below = [ROOT / "converter" / d for d in ("common", "hlo", "mlir", "importer", "runtime")] + [ROOT / "passes"]
+    found = []
+    for folder in below:
+        for path in folder.rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                    if "argparse" in names:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports argparse")
+                elif isinstance(node, ast.FunctionDef) and node.name.endswith("_from_args"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.name} reads a command's arguments")
+                elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: defines a command-line option")
+    assert not found, "\n".join(found)

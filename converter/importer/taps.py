@@ -332,30 +332,6 @@ def output_keys(num_results: int, labels: list[str]) -> list[str]:
                                                for label in labels]
 
 
-def add_tap_args(p) -> None:
-    p.add_argument("--tap", action="append", default=[], metavar="NAME[,NAME...]",
-                   help="also return the value of these HLO instructions (fused ones included; inside a while "
-                        "loop the last iteration's value), written as tap:NAME (repeatable)")
-    p.add_argument("--tap-regex", metavar="REGEX", help="tap every instruction whose name matches REGEX")
-    p.add_argument("--tap-all", action="store_true", help="tap every instruction of the entry computation")
-    p.add_argument("--tap-iterations", metavar="all|N|A:B",
-                   help="record taps inside while loops at every iteration (all: the trip count must be known), "
-                        "iteration N, or iterations A..B-1, stacked on a leading axis per enclosing loop")
-
-
-def request_from_args(args) -> TapRequest | None:
-    names = [n for group in getattr(args, "tap", None) or [] for n in group.split(",") if n.strip()]
-    request = TapRequest(names, getattr(args, "tap_regex", None), bool(getattr(args, "tap_all", False)))
-    selection = getattr(args, "tap_iterations", None)
-    if selection is not None:
-        if not request:
-            from converter.common.errors import UsageError
-
-            raise UsageError("--tap-iterations: give the instructions too (--tap, --tap-regex or --tap-all)")
-        request.iterations = parse_tap_iterations(selection)
-    return request or None
-
-
 def truncated_module(hlo: Module, name: str) -> str:
     """HLO text of `hlo` cut at instruction `name`, which becomes the entry's ROOT: the
     module whose result is the tapped value, for XLA itself to run (the taps' oracle, and

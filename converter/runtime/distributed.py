@@ -134,20 +134,6 @@ def shutdown() -> None:
     jax.distributed.shutdown()
 
 
-def group_from_args(args) -> ProcessGroup | None:
-    """The process group that `run`'s options name, or None for a run in one process."""
-    given = [args.coordinator is not None, args.num_processes is not None, args.process_id is not None]
-    if args.cluster == "auto":
-        if any(given):
-            raise UsageError("--cluster auto reads the coordinator, count and id itself; give none of them")
-        return detect_cluster()
-    if not any(given):
-        return None
-    if not all(given):
-        raise UsageError("a run over several processes needs --coordinator, --num-processes and --process-id together")
-    return ProcessGroup(args.coordinator, args.num_processes, args.process_id)
-
-
 def worker_argv(argv: Sequence[str]) -> list[str]:
     """The command line of each launched process: the launcher's, less its own options."""
     out: list[str] = []

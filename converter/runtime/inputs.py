@@ -24,19 +24,6 @@ class InputError(ConverterError):
     pass
 
 
-def add_input_args(p) -> None:
-    p.add_argument("--input", dest="input_values", action="append", default=[], metavar="ARG=VALUE",
-                   help="one argument: argN=@x.npy, argN=2x3xf32=1,2,3,4,5,6 (one value: every element), "
-                        "or @in.npz for several (by parameter index argN or name); others from --inputs or random")
-    p.add_argument("--save-inputs", metavar="IN.npz",
-                   help="write the inputs the run used (random or given), keyed arg0..argN as --inputs reads them "
-                        "(per device; whole arrays with --global), so that `run --inputs IN.npz` repeats it exactly")
-    p.add_argument("--print-literals", nargs="?", const="summary", choices=["summary", "full"],
-                   help="print the output values: numpy's summary (default) or every element ('full')")
-    p.add_argument("--iterations", type=int, default=1, metavar="N",
-                   help="execute N times and print timing statistics (min, median, mean, max)")
-
-
 def _param_index(program, key: str, spec: str) -> int:
     m = re.fullmatch(r"arg(\d+)", key)
     if m:

@@ -396,34 +396,42 @@ def _random_values(rng: np.random.Generator, spec: ArgSpec, shape: tuple[int, ..
 
 
 def program_from_module(module: ir.Module, hlo: Module | None = None, path: str = "",
-                        timings: dict[str, float] | None = None, reduction_order: str = "group") -> Program:
-    """Wrap a portable module, after the passes XLA's CPU runtime needs (a multi-device
-    module gets `partitions-to-replicas`, ...: `passes.cpu_runtime_pipeline`)."""
-    from converter.runtime.convert import run_passes
-    from passes import cpu_runtime_pipeline
+                        timings: dict[str, float] | None = None, reduction_order: str = "group", *,
+                        options=None, prepared: bool = False) -> Program:
+    """A Program of a portable module: `prepare_for_cpu` (stage 3, the CPU runtime's
+    pipeline, unless `prepared` says it ran) and the entry's parameters and results.
+    `options` (a ConvertOptions) sets how the CPU pipeline runs; without it,
+    `reduction_order`."""
+    from converter.runtime.convert import convert_options, prepare_for_cpu
 
-    replicas, partitions = module_devices(module)
     timings = timings if timings is not None else {}
-    needed = cpu_runtime_pipeline(module, reduction_order)
-    if needed:
-        run_passes(module, needed, path=path, timings=timings)
+    if not prepared:
+        options = options if options is not None else convert_options(reduction_order=reduction_order)
+        prepare_for_cpu(module, options, path=path, timings=timings)
+    return wrap_prepared(module, hlo, path, timings)
+
+
+def wrap_prepared(module: ir.Module, hlo: Module | None = None, path: str = "",
+                  timings: dict[str, float] | None = None) -> Program:
+    """A Program of a module `prepare_for_cpu` has made ready for XLA's CPU runtime."""
+    replicas, partitions = module_devices(module)
     params, results = _specs(_entry(module))
     keys = output_keys(len(results), tap_labels(module))
     results = [ArgSpec(s.index, key, s.shape, s.element_type, s.sharding) for s, key in zip(results, keys)]
-    return Program(module, replicas * partitions, params, results, hlo=hlo, path=path, timings=timings)
+    return Program(module, replicas * partitions, params, results, hlo=hlo, path=path,
+                   timings=timings if timings is not None else {})
 
 
-def load(path: str, *, pipeline: str | list[str] | None = "default", import_options=None, pass_options=None,
-         context: ir.Context | None = None, allow_unknown_attributes: bool = False) -> Program:
+def load(path: str, options=None, *, context: ir.Context | None = None, **changes) -> Program:
     """A Program from an HLO dump (converted with `pipeline`) or a StableHLO file (.mlir
     text, bytecode or portable artifact; the pipeline runs over it too, which is a no-op
-    for a module that is already portable)."""
-    from converter.runtime.convert import load_module_file
+    for a module that is already portable): stages 1-3 of a run.  `options` is a
+    ConvertOptions; keyword `changes` as in ConvertOptions.replace (`pipeline=...`)."""
+    from converter.runtime.convert import convert_options, load_module_file
 
-    loaded = load_module_file(path, pipeline=pipeline, import_options=import_options, pass_options=pass_options,
-                              context=context, allow_unknown_attributes=allow_unknown_attributes)
-    return program_from_module(loaded.module, loaded.hlo, path, loaded.timings,
-                               pass_options.reduction_order if pass_options is not None else "group")
+    options = convert_options(options, **changes)
+    loaded = load_module_file(path, options, context=context)
+    return program_from_module(loaded.module, loaded.hlo, path, loaded.timings, options=options)
 
 
 # ------------------------------------------------------------------ preflight

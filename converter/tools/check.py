@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from converter.runtime.convert import convert_text, load_module_file
+from converter.runtime.convert import ConvertOptions, convert_text, load_module_file
 from converter.runtime.compare import Difference, compare
 from converter.common.errors import ConverterError
 from converter.tools.export import export_hlo_text
@@ -57,20 +57,18 @@ class CheckReport:
 
 
 def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against_xla: bool = False,
-               pipeline: str = "default", import_options=None, pass_options=None,
-               rtol: float | None = None, atol: float | None = None,
-               allow_unknown_attributes: bool = False) -> CheckReport:
+               options: ConvertOptions | None = None, rtol: float | None = None,
+               atol: float | None = None) -> CheckReport:
     """The report; its `outputs` are the first conversion's outputs.  `path` is an HLO dump
     (text or one of XLA's protos) or a StableHLO file."""
-    loaded = load_module_file(path, pipeline=pipeline, import_options=import_options,
-                              pass_options=pass_options, allow_unknown_attributes=allow_unknown_attributes)
+    options = options or ConvertOptions()
+    loaded = load_module_file(path, options)
     first = loaded.module
     exported = export_hlo_text(first)
-    program = program_from_module(first, path=path)
+    program = program_from_module(first, path=path, options=options)
     inputs = read_inputs(inputs_path, program) if inputs_path else program.random_inputs(seed)
     out_first = program(*inputs)
-    second = program_from_module(convert_text(exported, path + " (exported)", pipeline=pipeline,
-                                              import_options=import_options, pass_options=pass_options))
+    second = program_from_module(convert_text(exported, path + " (exported)", options), options=options)
     out_second = second(*inputs)
     report = CheckReport(xla_asked=against_xla)
     xla_out = None

@@ -17,15 +17,16 @@ EXIT_OK, EXIT_INPUT, EXIT_USAGE = 0, 1, 2
 
 from converter.tools.options import (  # noqa: E402  (argparse only; no jaxlib import)
     add_distributed_args,
+    add_input_args,
     add_pipeline_args,
     add_plugin_args,
+    add_tap_args,
     add_unknown_attributes_arg,
     check_output_args,
-    import_options_from_args,
+    convert_options_from_args,
     load_plugins,
-    pass_options_from_args,
+    taps_from_args,
 )
-from converter.importer.taps import add_tap_args  # noqa: E402
 
 
 def _version() -> str:
@@ -128,8 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
     from converter.tools.nonfinite import add_nonfinite_args
 
     add_nonfinite_args(p)
-    from converter.runtime.inputs import add_input_args
-
     add_input_args(p)
     add_pipeline_args(p)
 
@@ -217,10 +216,7 @@ def cmd_convert(args) -> int:
 
         raise UsageError(f"--target-version applies to --emit portable only (got --emit {args.emit}); add "
                          "--emit portable, or leave --target-version out")
-    module = convert_file(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
-                          pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes,
-                          dump_dir=args.dump_dir,
-                          print_ir_after_all=sys.stderr if args.print_ir_after_all else None)
+    module = convert_file(args.dump, convert_options_from_args(args))
     _warn_elided(module)
     data = module_to_bytes(module, args.emit, debug_info=not args.no_debug_info, target_version=args.target_version)
     if args.output and args.output != "-":
@@ -352,14 +348,12 @@ def _check_process_count(path: str, processes: int) -> None:
 def cmd_export(args) -> int:
     """HLO text of a StableHLO file (.mlir, bytecode, portable artifact), or of a dump
     after conversion (the round trip's second half)."""
-    from converter.importer.core import ImportOptions
-    from converter.importer.taps import request_from_args
     from converter.runtime.convert import convert_file
     from converter.tools.export import export_for_device, export_hlo_text
 
     # A StableHLO file is exported as it is; a dump is converted first (with its taps).
     module = convert_file(args.input, mlir_pipeline="none", allow_unknown_attributes=args.allow_unknown_attributes,
-                          import_options=ImportOptions(taps=request_from_args(args)))
+                          taps=taps_from_args(args))
     if args.emit != "hlo":
         data = export_for_device(module, args.emit, args.target_version)
         if args.output and args.output != "-":
@@ -378,9 +372,8 @@ def cmd_export(args) -> int:
 def cmd_check(args) -> int:
     from converter.tools.check import check_dump, format_report
 
-    report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, args.pipeline,
-                        import_options_from_args(args), pass_options_from_args(args), args.rtol, args.atol,
-                        allow_unknown_attributes=args.allow_unknown_attributes)
+    report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, convert_options_from_args(args),
+                        args.rtol, args.atol)
     print(format_report(report))
     if args.outputs:
         from converter.runtime.program import write_outputs
@@ -434,8 +427,7 @@ def cmd_memory(args) -> int:
     if args.dump:
         from converter.runtime import program as runtime
 
-        program = runtime.load(args.dump, pipeline=args.pipeline, import_options=import_options_from_args(args),
-                               pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
+        program = runtime.load(args.dump, convert_options_from_args(args))
         if program.hlo is not None:
             shapes = {i.name: i.shape for c in program.hlo.computations for i in c.instructions}
             named = dump.live_range.sequence if dump.live_range else [k[0] for k in dump.assigned()]
@@ -559,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         if args.debug:
             raise
-        print(f"hlo-roundtrip {args.command}: {e}", file=sys.stderr)
+        print(f"hlo-roundtrip {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except ConverterError as e:
         if args.debug:

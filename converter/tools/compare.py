@@ -309,23 +309,22 @@ def _line_up(va: tuple[np.ndarray | None, bool],
 
 
 def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed: int = 0,
-                  rtol: float | None = None, atol: float | None = None, pipeline: str = "default",
-                  import_options=None, pass_options=None, global_arrays: bool | None = None,
-                  ulps: float | None = None) -> CompareReport:
+                  rtol: float | None = None, atol: float | None = None, options=None,
+                  global_arrays: bool | None = None, ulps: float | None = None) -> CompareReport:
     """Run both dumps on the same inputs and compare every matched instruction and the
     outputs.  `global_arrays`: inputs are whole arrays split by each side's shardings and
     values are compared in global form (None: when the two sides' parameters differ in
-    shape and one runs on several devices, a module before and after SPMD partitioning)."""
-    import dataclasses
-
-    from converter.runtime.convert import convert_module
+    shape and one runs on several devices, a module before and after SPMD partitioning).
+    `options`: the ConvertOptions both dumps convert with (taps added)."""
+    from converter.runtime.convert import ConvertOptions, convert_module
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
-    from converter.importer.core import ImportOptions
     from converter.runtime.program import program_from_module, read_inputs
 
+    options = options or ConvertOptions()
+
     hlos = [parse_hlo(read_hlo_text(p), p) for p in (path_a, path_b)]
-    keep = bool(import_options and import_options.keep_fusions)
+    keep = options.import_options.keep_fusions
     flats = [flatten(h) for h in hlos]
     keyed_a, keyed_b = (keyed(h, f, keep) for h, f in zip(hlos, flats))
     common = [k for k in keyed_a if k in keyed_b]
@@ -333,10 +332,9 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
     programs = []
     for side, hlo in enumerate(hlos):
         names = list(dict.fromkeys(chosen[k][side].name for k in common))
-        options = dataclasses.replace(import_options or ImportOptions(),
-                                      taps=TapRequest(names=names) if names else None)
-        module = convert_module(hlo, pipeline=pipeline, import_options=options, pass_options=pass_options)
-        programs.append(program_from_module(module, hlo, hlo.path))
+        tapped = options.replace(taps=TapRequest(names=names) if names else None)
+        module = convert_module(hlo, tapped)
+        programs.append(program_from_module(module, hlo, hlo.path, options=tapped))
     a, b = programs
     describe = f"({', '.join(p.describe() for p in a.params)} vs {', '.join(p.describe() for p in b.params)})"
     n_outs = [sum(1 for s in p.results if not s.name.startswith("tap:")) for p in programs]
@@ -646,11 +644,11 @@ def add_compare_parser(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from converter.tools.options import import_options_from_args, pass_options_from_args
+    from converter.tools.options import convert_options_from_args
 
     try:
         report = compare_dumps(args.dump_a, args.dump_b, args.inputs, args.seed, args.rtol, args.atol,
-                               args.pipeline, import_options_from_args(args), pass_options_from_args(args),
+                               convert_options_from_args(args),
                                global_arrays=args.global_arrays, ulps=args.ulps)
     except NotComparable as e:
         print(f"{e}\nverdict: not established: the two dumps' values cannot be lined up", file=sys.stderr)

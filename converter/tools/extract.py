@@ -549,15 +549,10 @@ def tapped_program_loader(args):
     taps a caller asks for (fusions inlined): extract's, bisect's and view's runs."""
 
     def loader(options):
-        import dataclasses
-
         from converter.runtime import program as runtime
-        from converter.tools.options import import_options_from_args, pass_options_from_args
+        from converter.tools.options import convert_options_from_args
 
-        options = dataclasses.replace(import_options_from_args(args), taps=options.taps, keep_fusions=False)
-        return runtime.load(args.dump, pipeline=args.pipeline, import_options=options,
-                            pass_options=pass_options_from_args(args),
-                            allow_unknown_attributes=args.allow_unknown_attributes)
+        return runtime.load(args.dump, convert_options_from_args(args), taps=options.taps, keep_fusions=False)
 
     return loader
 

@@ -161,7 +161,7 @@ def cmd_view(args) -> int:
     from converter.hlo.proto import read_hlo_text
     from converter.mlir.serialize import module_text
     from converter.runtime.convert import convert_module
-    from converter.tools.options import import_options_from_args, pass_options_from_args
+    from converter.tools.options import convert_options_from_args
 
     try:
         import model_explorer
@@ -172,15 +172,14 @@ def cmd_view(args) -> int:
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
     base = os.path.splitext(os.path.basename(args.dump))[0]
     mlir_path = os.path.join(out_dir, base + ".mlir")
-    module = convert_module(hlo, pipeline=args.pipeline, import_options=import_options_from_args(args),
-                            pass_options=pass_options_from_args(args))
+    module = convert_module(hlo, convert_options_from_args(args))
     write_atomic(mlir_path, module_text(module))
     overlay = None
     if args.compare:
         from converter.tools.compare import compare_dumps
 
         overlay = on_graph(compare_overlay(compare_dumps(args.dump, args.compare, args.inputs, args.seed,
-                                                         pipeline=args.pipeline)), hlo)
+                                                         options=convert_options_from_args(args))), hlo)
     elif args.nonfinite:
         from converter.tools.extract import tapped_program_loader
 

@@ -8,7 +8,6 @@ value from finite operands; 3 one did (the first is printed); 1/2 as every comma
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
 
@@ -116,38 +115,34 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
     return "\n".join(lines)
 
 
-def run_find_nonfinite(args) -> int:
-    """The `run --find-nonfinite` command."""
+def run_find_nonfinite(o) -> int:
+    """The `run --find-nonfinite` command (`o`: its RunOptions)."""
+    from converter.common.errors import UsageError
     from converter.hlo.proto import read_snapshot
     from converter.runtime import program as runtime
     from converter.runtime.inputs import build_inputs
-    from converter.tools.options import import_options_from_args, pass_options_from_args
 
-    for option, given in (("--processes", getattr(args, "processes", 0)), ("--engine iree", args.engine == "iree"),
-                          ("--compile-only", args.compile_only), ("--tap/--tap-regex/--tap-all",
-                          args.tap or args.tap_regex or args.tap_all)):
+    for option, given in (("--processes", o.processes), ("--engine iree", o.engine == "iree"),
+                          ("--compile-only", o.compile_only),
+                          ("--tap/--tap-regex/--tap-all", o.convert.import_options.taps)):
         if given:
-            from converter.common.errors import UsageError
-
             raise UsageError(f"--find-nonfinite does not combine with {option}")
-    options = dataclasses.replace(import_options_from_args(args), find_nonfinite=True)
-    program = runtime.load(args.input, pipeline=args.pipeline, import_options=options,
-                           pass_options=pass_options_from_args(args),
-                           allow_unknown_attributes=args.allow_unknown_attributes)
+    options = o.convert.replace(find_nonfinite=True)
+    program = runtime.load(o.input, options)
     if program.hlo is None:
-        raise ConverterError(f"{args.input}: error: --find-nonfinite reads an HLO dump (or XLA proto), "
+        raise ConverterError(f"{o.input}: error: --find-nonfinite reads an HLO dump (or XLA proto), "
                              "not a StableHLO file: it checks the dump's instructions")
-    snapshot = read_snapshot(args.input)
-    if snapshot is not None and not args.inputs and not args.input_values:
+    snapshot = read_snapshot(o.input)
+    if snapshot is not None and not o.inputs and not o.input_values:
         from converter.tools.run import snapshot_arguments
 
-        arrays = snapshot_arguments(snapshot, program, args.input)
+        arrays = snapshot_arguments(snapshot, program, o.input)
     else:
-        arrays, _ = build_inputs(program, args.input_values, args.inputs, args.seed, False)
-    if not args.skip_memory_check:
+        arrays, _ = build_inputs(program, list(o.input_values), o.inputs, o.seed, False)
+    if not o.skip_memory_check:
         runtime.check_memory_fits(program)
-    found = find_nonfinite(program, arrays, options.keep_fusions)
-    print(format_report(args.input, found, program.num_devices))
+    found = find_nonfinite(program, arrays, options.import_options.keep_fusions)
+    print(format_report(o.input, found, program.num_devices))
     sys.stdout.flush()
     return EXIT_FOUND if found else EXIT_NONE
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from converter.runtime import distributed
-from converter.runtime import program as runtime
 from converter.common.textfmt import human_bytes, table
+from converter.runtime import distributed
+from converter.tools.options import RunOptions
 
 
 class _Progress:
@@ -107,6 +109,25 @@ class _Stages:
 
     def add(self, name: str, seconds: float) -> None:
         self.rows.append((name, seconds))
+
+    def span(self, name: str, timings: dict[str, float]):
+        """A block whose parts a conversion timed into `timings` (decode proto, parse,
+        import, passes, prepare for CPU): those rows, then what else the block took under
+        `name`."""
+        import contextlib
+
+        @contextlib.contextmanager
+        def block():
+            start = time.perf_counter()
+            try:
+                yield
+            finally:
+                spent = time.perf_counter() - start
+                parts = [(k, timings[k]) for k in ("decode proto", "parse", "import", "passes", "prepare for CPU")
+                         if k in timings]
+                self.rows.extend(parts)
+                self.add(name, spent - sum(t for _, t in parts))
+        return block()
 
     def timed(self, name: str):
         import contextlib
@@ -216,151 +237,204 @@ def cost_estimate(program, progress: _Progress) -> str | None:
 
 
 def run_command(args) -> int:
-    from converter.common.errors import UsageError
-    from converter.tools.stoppable import run_stoppable
-
-    from converter.tools.options import refuse_native_reductions_across_processes
+    """`hlo-roundtrip run`: its arguments as one RunOptions value, then `run`."""
+    from converter.tools.options import refuse_native_reductions_across_processes, run_options_from_args
 
     if refused := refuse_native_reductions_across_processes(args):
         print(f"hlo-roundtrip run: error: {refused}", file=sys.stderr)
         return 2
-    if getattr(args, "find_nonfinite", False):
+    return run(run_options_from_args(args))
+
+
+def run(options: RunOptions) -> int:
+    """A run, where it runs: launching local processes, as one process of a group, here
+    (called from Python), or in a child of this command's process that Ctrl-C / SIGTERM
+    stops at once (converter.tools.stoppable)."""
+    from converter.tools.stoppable import run_stoppable
+
+    if options.find_nonfinite:
         from converter.tools.nonfinite import run_find_nonfinite
 
-        if not getattr(args, "own_process", False):
-            return run_find_nonfinite(args)
-        # As a plain run: where Ctrl-C / SIGTERM stops it at once.
-        return run_stoppable(lambda: run_find_nonfinite(args), [], "run")
-    if args.processes:
-        if args.save_inputs:
-            raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")
-        return distributed.launch_local(distributed.worker_argv(args.argv), args.processes, args.timeout)
-    if args.iterations < 1:
-        print(f"hlo-roundtrip run: error: --iterations {args.iterations}: give a count of 1 or more", file=sys.stderr)
-        return 2
-    group = distributed.group_from_args(args)
-    if group is not None:
-        if args.save_inputs:
-            raise UsageError("--save-inputs runs in one process (each of several holds only its devices' rows)")
-        return _run(args, group, None)
-    if not getattr(args, "own_process", False):  # called from Python (a notebook, a test): run here
-        return _run(args, None, None)
+        if not options.own_process:
+            return run_find_nonfinite(options)
+        return run_stoppable(lambda: run_find_nonfinite(options), [], "run")
+    if options.processes:
+        return distributed.launch_local(distributed.worker_argv(options.argv), options.processes, options.timeout)
+    if options.group is not None or not options.own_process:
+        return _run(options, None)
     started = _process_started()
-    # The work runs where Ctrl-C / SIGTERM can stop it at once (converter.tools.stoppable).
-    return run_stoppable(lambda: _run(args, None, started), [args.outputs, args.save_inputs], "run")
+    return run_stoppable(lambda: _run(options, started), [options.outputs, options.save_inputs], "run")
 
 
-def _run(args, group, process_started: float | None) -> int:
-    from converter.tools.options import import_options_from_args, pass_options_from_args
-    from converter.runtime.sharding import before_optimizations_sibling, shardings_with_fallback
+@dataclass
+class _Outcome:
+    """What a run produced, for its report."""
 
+    program: Any = None
+    engine: Any = None
+    snapshot: Any = None
+    outputs: list[np.ndarray] | None = None
+    times: list[float] = field(default_factory=list)
+    memory: dict[str, int] | None = None
+    # With --global on several devices: each parameter's and result's sharding.
+    param_shardings: list = field(default_factory=list)
+    result_shardings: list = field(default_factory=list)
+
+
+def _run(o: RunOptions, process_started: float | None) -> int:
+    """The stages of a run, in order: load → convert → prepare for CPU → compile → execute →
+    write (each below, timed into the table the report prints)."""
     wall_start = time.time()
     stages = _Stages()
     with stages.timed("imports (jax, jaxlib, passes)"):
+        from converter.runtime import convert as conversion
         from converter.runtime import program as runtime
         from converter.hlo.proto import read_snapshot
-        from converter.runtime.inputs import format_iterations, format_literals
-        from passes.ordered_reductions import unordered_reductions
         import jax  # noqa: F401  (imported here, it is not counted as converting)
 
     progress = _Progress()
-    engine = program = None
-    if group is not None:  # joined once conversion knows the device count, before anything starts JAX
-        runtime.device_setup = lambda count: distributed.join(group, count, args.heartbeat_timeout)
+    done = _Outcome()
+    if o.group is not None:  # joined once conversion knows the device count, before anything starts JAX
+        runtime.device_setup = lambda count: distributed.join(o.group, count, o.heartbeat_timeout)
     try:
         progress("convert")
         with stages.timed("read snapshot"):
-            snapshot = read_snapshot(args.input)
-        start = time.perf_counter()
-        program = runtime.load(args.input, pipeline=args.pipeline, import_options=import_options_from_args(args),
-                               pass_options=pass_options_from_args(args), allow_unknown_attributes=args.allow_unknown_attributes)
-        load_time = time.perf_counter() - start
-        converted = [(k, program.timings[k]) for k in ("decode proto", "parse", "import", "passes") if k in program.timings]
-        stages.rows.extend(converted)
-        stages.add("load (read, set up)", load_time - sum(t for _, t in converted))
-        n = program.num_devices
-        if group is not None:
-            if args.engine == "iree":
-                raise runtime.RuntimeInputError("--engine iree runs in one process")
-            with stages.timed("join processes"):
-                distributed.prepare(program, group, args.heartbeat_timeout)
-        from passes.ordered_reductions import ordered_reduction_count
-
-        with stages.timed("checks"):
-            folded = ordered_reduction_count(program.module)
-            native = unordered_reductions(program.module)
-        if folded and (group is None or group.process_id == 0):
-            print(f"note: {folded} float all-reduce(s)/reduce-scatter(s) summed in group order (the same bits in one "
-                  "process or several); XLA's own order may differ in the last bits (--reduction-order native)",
-                  file=sys.stderr)
-        if native and (group is None or group.process_id == 0):
-            print(f"warning: {len(native)} float reduction collective(s) not folded in group order run as XLA's "
-                  f"own, whose summation order depends on the runtime (one process or several): "
-                  f"{', '.join(native[:4])}{' …' if len(native) > 4 else ''}", file=sys.stderr)
-        engine = program
-        if getattr(args, "engine", "jaxlib") == "iree":
-            from converter.runtime.iree_engine import IreeProgram
-
-            engine = IreeProgram(program)
-        outputs = None
-        times: list[float] = []
-        param_shardings = result_shardings = []
-        if args.global_arrays and n > 1:
-            source = getattr(args, "shardings_from", None) or before_optimizations_sibling(args.input)
-            with stages.timed("shardings"):
-                param_shardings, result_shardings = shardings_with_fallback(program, source)
-        engine.compile(progress)
-        stages.add("compile", engine.timings.get("compile", 0.0))
-        if engine is program:
-            with stages.timed("cost analysis"):
-                cost = cost_estimate(program, progress)
-            if cost and (group is None or group.process_id == 0):
-                print(f"hlo-roundtrip: {cost}", file=sys.stderr, flush=True)
-        if not args.compile_only:
-            if engine is program and not args.skip_memory_check:
-                with stages.timed("memory check"):
-                    runtime.check_memory_fits(program, group.num_processes if group else 1)
-            progress("inputs")
-            whole = args.global_arrays and n > 1
-            with stages.timed("inputs"):
-                arrays, saved = _inputs(args, program, snapshot, param_shardings, whole)
-            if args.save_inputs:
-                progress("save inputs")
-                with stages.timed("save inputs"):
-                    runtime.write_outputs(args.save_inputs, saved, [f"arg{i}" for i in range(len(saved))])
-            outputs = engine.execute(arrays, progress)
-            for key in ("to device", "execute", "from device"):
-                if key in engine.timings:
-                    stages.add(key, engine.timings[key])
-            times.append(engine.timings["execute"])
-            if args.iterations > 1:
-                with stages.timed(f"execute x {args.iterations - 1} more"):
-                    for _ in range(args.iterations - 1):
-                        engine.execute(arrays, progress)
-                        times.append(engine.timings["execute"])
-        if group is not None:
-            with stages.timed("gather outputs" if not args.outputs_per_process else "write outputs"):
-                outputs = distributed.finish(outputs, program, group, args.outputs if args.outputs_per_process else None)
-            if outputs is None:  # this process's share is written, or process 0 has it
-                return 0
-        if outputs is not None and args.global_arrays and n > 1:
-            with stages.timed("assemble whole arrays"):
-                outputs = _assembled(outputs, program, result_shardings, n)
-        if outputs is not None and args.outputs:
-            progress("write outputs")
-            with stages.timed("write outputs"):
-                runtime.write_outputs(args.outputs, outputs, [spec.name for spec in program.results])
-        if outputs is not None:
-            with stages.timed("statistics"):
-                rows = [[spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)]
-                        for spec, arr in zip(program.results, outputs)]
+            done.snapshot = read_snapshot(o.input)
+        timings: dict[str, float] = {}
+        with stages.span("load (read, set up)", timings), conversion.cyclic_gc_paused():
+            dump = conversion.load_dump(o.input, o.convert, timings=timings)           # 1. load
+            module = conversion.convert(dump, o.convert, timings=timings)            # 2. convert
+            conversion.prepare_for_cpu(module, o.convert, path=o.input, timings=timings)  # 3. prepare for CPU
+            done.program = runtime.wrap_prepared(module, dump.hlo, o.input, timings)
+        _checks(done, o, stages)
+        done.engine = _compile(done.program, o, stages, progress)                   # 4. compile
+        if not o.compile_only:
+            _execute(done, o, stages, progress)                                     # 5. execute
+        if not _write(done, o, stages, progress):                                   # 6. write
+            return 0
         with stages.timed("memory analysis"):
-            mem = program.memory() if engine is program else None
+            done.memory = done.program.memory() if done.engine is done.program else None
     finally:
         progress.done()
+    return _report(done, o, stages, wall_start, process_started)
 
-    print(f"{args.input}: {n} device(s)" + (", engine IREE llvm-cpu" if engine is not program else ""))
+
+def _checks(done: _Outcome, o: RunOptions, stages: _Stages) -> None:
+    """Before compiling: join the process group, say how float collectives sum, and (with
+    --global) read the shardings that split inputs and assemble outputs."""
+    from converter.runtime.sharding import before_optimizations_sibling, shardings_with_fallback
+    from passes.ordered_reductions import ordered_reduction_count, unordered_reductions
+
+    program = done.program
+    if o.group is not None:
+        if o.engine == "iree":
+            from converter.runtime.program import RuntimeInputError
+
+            raise RuntimeInputError("--engine iree runs in one process")
+        with stages.timed("join processes"):
+            distributed.prepare(program, o.group, o.heartbeat_timeout)
+    with stages.timed("checks"):
+        folded = ordered_reduction_count(program.module)
+        native = unordered_reductions(program.module)
+    first = o.group is None or o.group.process_id == 0
+    if folded and first:
+        print(f"note: {folded} float all-reduce(s)/reduce-scatter(s) summed in group order (the same bits in one "
+              "process or several); XLA's own order may differ in the last bits (--reduction-order native)",
+              file=sys.stderr)
+    if native and first:
+        # One instruction may be several collectives (a tuple-shaped reduce-scatter): named once, counted.
+        counts = {where: native.count(where) for where in dict.fromkeys(native)}
+        named = [where + (f" (x{k})" if k > 1 else "") for where, k in counts.items()]
+        print(f"warning: {len(native)} float reduction collective(s) not folded in group order run as XLA's "
+              f"own, whose summation order depends on the runtime (one process or several): "
+              f"{', '.join(named[:4])}{' …' if len(named) > 4 else ''}", file=sys.stderr)
+    if o.global_arrays and program.num_devices > 1:
+        with stages.timed("shardings"):
+            done.param_shardings, done.result_shardings = shardings_with_fallback(
+                program, o.shardings_from or before_optimizations_sibling(o.input))
+
+
+def _compile(program, o: RunOptions, stages: _Stages, progress: _Progress):
+    """Stage 4: compile with jaxlib's XLA CPU client (or IREE), and estimate what executing costs."""
+    engine = program
+    if o.engine == "iree":
+        from converter.runtime.iree_engine import IreeProgram
+
+        engine = IreeProgram(program)
+    engine.compile(progress)
+    stages.add("compile", engine.timings.get("compile", 0.0))
+    if engine is program:
+        with stages.timed("cost analysis"):
+            cost = cost_estimate(program, progress)
+        if cost and (o.group is None or o.group.process_id == 0):
+            print(f"hlo-roundtrip: {cost}", file=sys.stderr, flush=True)
+    return engine
+
+
+def _execute(done: _Outcome, o: RunOptions, stages: _Stages, progress: _Progress) -> None:
+    """Stage 5: the inputs (given, recorded in a snapshot, or random), then execute."""
+    from converter.runtime import program as runtime
+
+    program, engine = done.program, done.engine
+    whole = o.global_arrays and program.num_devices > 1
+    if engine is program and not o.skip_memory_check:
+        with stages.timed("memory check"):
+            runtime.check_memory_fits(program, o.group.num_processes if o.group else 1)
+    progress("inputs")
+    with stages.timed("inputs"):
+        arrays, saved = _inputs(o, program, done.snapshot, done.param_shardings, whole)
+    if o.save_inputs:
+        progress("save inputs")
+        with stages.timed("save inputs"):
+            runtime.write_outputs(o.save_inputs, saved, [f"arg{i}" for i in range(len(saved))])
+    done.outputs = engine.execute(arrays, progress)
+    for key in ("to device", "execute", "from device"):
+        if key in engine.timings:
+            stages.add(key, engine.timings[key])
+    done.times.append(engine.timings["execute"])
+    if o.iterations > 1:
+        with stages.timed(f"execute x {o.iterations - 1} more"):
+            for _ in range(o.iterations - 1):
+                engine.execute(arrays, progress)
+                done.times.append(engine.timings["execute"])
+
+
+def _write(done: _Outcome, o: RunOptions, stages: _Stages, progress: _Progress) -> bool:
+    """Stage 6: gather a process group's outputs, assemble whole arrays (--global), write
+    --outputs.  False: this process of a group is done (its share written, or process 0
+    reports)."""
+    from converter.runtime import program as runtime
+
+    program, n = done.program, done.program.num_devices
+    if o.group is not None:
+        with stages.timed("gather outputs" if not o.outputs_per_process else "write outputs"):
+            done.outputs = distributed.finish(done.outputs, program, o.group,
+                                              o.outputs if o.outputs_per_process else None)
+        if done.outputs is None:
+            return False
+    if done.outputs is not None and o.global_arrays and n > 1:
+        with stages.timed("assemble whole arrays"):
+            done.outputs = _assembled(done.outputs, program, done.result_shardings, n)
+    if done.outputs is not None and o.outputs:
+        progress("write outputs")
+        with stages.timed("write outputs"):
+            runtime.write_outputs(o.outputs, done.outputs, [spec.name for spec in program.results])
+    return True
+
+
+def _report(done: _Outcome, o: RunOptions, stages: _Stages, wall_start: float, process_started: float | None) -> int:
+    """The report: stages and their times, memory, the outputs' statistics, callbacks and
+    asserts, and against a snapshot's recorded result."""
+    from converter.runtime.inputs import format_iterations, format_literals
+
+    program, outputs = done.program, done.outputs
+    if outputs is not None:
+        with stages.timed("statistics"):
+            rows = [[spec.name, "x".join(map(str, arr.shape)) or "scalar", spec.element_type, *_stats(arr)]
+                    for spec, arr in zip(program.results, outputs)]
+    print(f"{o.input}: {program.num_devices} device(s)" + (", engine IREE llvm-cpu" if done.engine is not program else ""))
     print(table(_stage_rows(stages, wall_start, process_started), ["stage", "time"]))
+    mem = done.memory
     if mem is not None:
         print(f"\nmemory per device: arguments {human_bytes(mem['argument_bytes'])}, outputs {human_bytes(mem['output_bytes'])}, "
               f"temp {human_bytes(mem['temp_bytes'])}, aliased {human_bytes(mem['alias_bytes'])}")
@@ -369,17 +443,17 @@ def _run(args, group, process_started: float | None) -> int:
         print(table(rows, ["output", "shape", "dtype", "min", "max", "mean", "nan", "inf"]))
         _print_callbacks(program, outputs)
         _print_asserts(program, outputs)
-        if len(times) > 1:
-            print("\n" + format_iterations(times))
-        if args.print_literals:
+        if len(done.times) > 1:
+            print("\n" + format_iterations(done.times))
+        if o.print_literals:
             print()
-            print(format_literals([spec.name for spec in program.results], outputs, args.print_literals))
-        if args.save_inputs:
-            print(f"\nwrote the inputs to {args.save_inputs}")
-        if args.outputs:
-            print(f"\nwrote {args.outputs}")
-    if outputs is not None and snapshot is not None and not args.inputs:
-        return compare_with_snapshot(snapshot, program, outputs, args.input)
+            print(format_literals([spec.name for spec in program.results], outputs, o.print_literals))
+        if o.save_inputs:
+            print(f"\nwrote the inputs to {o.save_inputs}")
+        if o.outputs:
+            print(f"\nwrote {o.outputs}")
+    if outputs is not None and done.snapshot is not None and not o.inputs:
+        return compare_with_snapshot(done.snapshot, program, outputs, o.input)
     return 0
 
 
@@ -398,7 +472,7 @@ def _stage_rows(stages: _Stages, wall_start: float, process_started: float | Non
     return [[name, f"{t:.3f} s"] for name, t in rows] + [["total", f"{total:.3f} s"]]
 
 
-def _inputs(args, program, snapshot, param_shardings, whole: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _inputs(o: RunOptions, program, snapshot, param_shardings, whole: bool) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The arguments as the program takes them (per device), and as --save-inputs writes
     them: the same, or with --global the whole arrays (random ones drawn whole, seeded by
     the parameter, and split by its sharding, so that every device of a replicated
@@ -409,26 +483,26 @@ def _inputs(args, program, snapshot, param_shardings, whole: bool) -> tuple[list
     from converter.runtime.sharding import global_shape, split_global
 
     n = program.num_devices
-    if snapshot is not None and not args.inputs and not args.input_values:
-        arrays = snapshot_arguments(snapshot, program, args.input)
+    if snapshot is not None and not o.inputs and not list(o.input_values):
+        arrays = snapshot_arguments(snapshot, program, o.input)
         return arrays, arrays
     if not whole:
-        arrays, _ = build_inputs(program, args.input_values, args.inputs, args.seed, False)
+        arrays, _ = build_inputs(program, list(o.input_values), o.inputs, o.seed, False)
         return arrays, arrays
-    arrays, given = build_inputs(program, args.input_values, args.inputs, args.seed, True)
+    arrays, given = build_inputs(program, list(o.input_values), o.inputs, o.seed, True)
     split, saved = [], []
     for a, spec, sh in zip(arrays, program.params, param_shardings):
         what = f"arg{spec.index} ({spec.name})"
         if spec.index not in given:
             shape = global_shape(spec.shape, sh)
             if shape is None:  # a manual sharding: no whole form; per-device values as drawn
-                if args.save_inputs:
+                if o.save_inputs:
                     raise ConverterError(f"{what}: its sharding {sh} has no whole-array form, so --save-inputs "
                                          "cannot write it with --global; run without --global to save per-device inputs")
                 split.append(a)
                 saved.append(a)
                 continue
-            a = random_values(np.random.default_rng([args.seed, spec.index]), spec, shape)
+            a = random_values(np.random.default_rng([o.seed, spec.index]), spec, shape)
         saved.append(a)
         split.append(split_global(a, spec.shape, sh, n, what, devices=program.local))
     return split, saved
