@@ -150,17 +150,20 @@ def _seconds(t: float) -> str:
 
 def _process_started() -> float | None:
     """When this process (the command, before any fork) started, as time.time() reads it:
-    Linux's /proc, with the clock tick's precision; None elsewhere."""
+    Linux's /proc, with the clock tick's precision; None elsewhere.  The start is counted in
+    ticks since boot, and so is /proc/uptime: their difference is the process's age (the
+    boot time /proc/stat gives is whole seconds, which would make the start-up row up to a
+    second too long)."""
     import os
 
     try:
         with open("/proc/self/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        ticks = int(fields[19])  # field 22, starttime, counted after the command name
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        started_since_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - started_since_boot)
+    except (OSError, ValueError, IndexError):
         return None
 
 
