@@ -2,9 +2,11 @@
 // cublas-gemm lowers XLA GPU's cuBLAS / cuBLASLt GEMM calls to stablehlo.dot_general with the
 // contracting and batch dimensions of gemm_backend_config.dot_dimension_numbers, then plain
 // ops in cuBLAS's order: alpha * P, + beta * C (only when beta != 0), + bias (BIAS*
-// epilogues, along the output's minor dimension), the activation (RELU: maximum with 0),
-// then the conversion to D's type. The workspace result goes. A config that contradicts the
-// call's operands is refused.
+// epilogues, along the output's minor dimension), AUX = that value (*_AUX epilogues), the
+// activation (RELU: maximum with 0; GELU: the tanh approximation), AMAX = max |x| (fp8 with
+// damax_output), then for an fp8 D the d_scale and a saturating clamp, and the conversion to
+// D's type; fp8 operands are widened to f32 and a_scale * b_scale multiplies the product.
+// The workspace result goes. A config that contradicts the call's operands is refused.
 
 // cuBLASLt, BIAS_RELU, alpha 2.5, beta 0.5, B transposed (rhs contracting dimension 1):
 // relu(2.5 * (A . B^T) + 0.5 * C + bias). Alpha scales the product only, not C nor the bias;
@@ -42,6 +44,53 @@ module {
 // CHECK-LABEL: func.func @main
 // CHECK-NEXT: %[[P:.*]] = stablehlo.dot_general %arg0, %arg1, batching_dims = [0] x [0], contracting_dims = [2] x [1]{{.*}} -> tensor<2x3x5xf32>
 // CHECK-NEXT: return %[[P]]
+
+// -----
+
+// fp8 with RELU, an fp8 D and AMAX: both fp8 operands widened to f32 (exact), the product
+// times a_scale * b_scale, the relu of that; AMAX = max |relu| (before d_scale); D = the relu
+// times d_scale, clamped to +-448 (f8e4m3fn's range) and converted.
+module {
+  func.func @main(%a: tensor<16x16xf8E4M3FN>, %b: tensor<16x16xf8E4M3FN>, %as: tensor<f32>, %bs: tensor<f32>, %ds: tensor<f32>) -> (tensor<16x16xf8E4M3FN>, tensor<f32>) {
+    %0:3 = stablehlo.custom_call @"__cublas$lt$matmul$f8"(%a, %b, %as, %bs, %ds) {backend_config = "{\"gemm_backend_config\":{\"alpha_real\":1.0,\"alpha_imag\":0.0,\"beta\":0.0,\"dot_dimension_numbers\":{\"lhs_contracting_dimensions\":[\"1\"],\"rhs_contracting_dimensions\":[\"1\"],\"lhs_batch_dimensions\":[],\"rhs_batch_dimensions\":[]},\"precision_config\":{\"operand_precision\":[\"DEFAULT\",\"DEFAULT\"],\"algorithm\":\"ALG_UNSET\"},\"epilogue\":\"RELU\",\"damax_output\":true}}"} : (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<1024xi8>)
+    return %0#0, %0#1 : tensor<16x16xf8E4M3FN>, tensor<f32>
+  }
+}
+// CHECK-LABEL: func.func @main
+// CHECK: %[[A:.*]] = stablehlo.convert %arg0 : (tensor<16x16xf8E4M3FN>) -> tensor<16x16xf32>
+// CHECK: %[[B:.*]] = stablehlo.convert %arg1 : (tensor<16x16xf8E4M3FN>) -> tensor<16x16xf32>
+// CHECK: %[[P:.*]] = stablehlo.dot_general %[[A]], %[[B]], contracting_dims = [1] x [1]
+// CHECK: %[[AB:.*]] = stablehlo.multiply %arg2, %arg3 : tensor<f32>
+// CHECK: %[[ABS_:.*]] = stablehlo.broadcast_in_dim %[[AB]], dims = []
+// CHECK: %[[X:.*]] = stablehlo.multiply %[[P]], %[[ABS_]]
+// CHECK: %[[RELU:.*]] = stablehlo.maximum %[[X]], %{{.*}}
+// CHECK: %[[MAG:.*]] = stablehlo.abs %[[RELU]]
+// CHECK: %[[AMAX:.*]] = stablehlo.reduce(%[[MAG]] init: %{{.*}}) applies stablehlo.maximum across dimensions = [0, 1]
+// CHECK: %[[DS:.*]] = stablehlo.broadcast_in_dim %arg4, dims = []
+// CHECK: %[[SCALED:.*]] = stablehlo.multiply %[[RELU]], %[[DS]]
+// CHECK-DAG: %[[LO:.*]] = stablehlo.constant dense<-4.480000e+02>
+// CHECK-DAG: %[[HI:.*]] = stablehlo.constant dense<4.480000e+02>
+// CHECK: %[[SAT:.*]] = stablehlo.clamp %[[LO]], %[[SCALED]], %[[HI]]
+// CHECK: %[[D:.*]] = stablehlo.convert %[[SAT]] : (tensor<16x16xf32>) -> tensor<16x16xf8E4M3FN>
+// CHECK: return %[[D]], %[[AMAX]]
+
+// -----
+
+// BIAS_GELU_AUX: AUX (the second result) is the biased product before the activation; D is
+// GELU's tanh approximation of that same value.
+module {
+  func.func @main(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %bias: tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3x5xf32>) {
+    %0:3 = stablehlo.custom_call @"__cublas$lt$matmul"(%a, %b, %bias) {backend_config = "{\"gemm_backend_config\":{\"alpha_real\":1.0,\"alpha_imag\":0.0,\"beta\":0.0,\"dot_dimension_numbers\":{\"lhs_contracting_dimensions\":[\"1\"],\"rhs_contracting_dimensions\":[\"0\"],\"lhs_batch_dimensions\":[],\"rhs_batch_dimensions\":[]},\"precision_config\":{\"operand_precision\":[\"DEFAULT\",\"DEFAULT\"],\"algorithm\":\"ALG_UNSET\"},\"epilogue\":\"BIAS_GELU_AUX\"}}"} : (tensor<3x4xf32>, tensor<4x5xf32>, tensor<5xf32>) -> (tensor<3x5xf32>, tensor<3x5xf32>, tensor<1024xi8>)
+    return %0#0, %0#1 : tensor<3x5xf32>, tensor<3x5xf32>
+  }
+}
+// CHECK-LABEL: func.func @main
+// CHECK: %[[P:.*]] = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0]
+// CHECK: %[[BIAS:.*]] = stablehlo.broadcast_in_dim %arg2, dims = [1]
+// CHECK: %[[PRE:.*]] = stablehlo.add %[[P]], %[[BIAS]]
+// CHECK: stablehlo.tanh
+// CHECK: %[[GELU:.*]] = stablehlo.multiply %{{.*}}, %{{.*}}
+// CHECK: return %[[GELU]], %[[PRE]]
 
 // -----
 
