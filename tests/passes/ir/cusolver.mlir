@@ -20,7 +20,9 @@ module {
 // CHECK-SAME: output_operand_aliases
 // CHECK-SAME: -> (tensor<2x3x3xf32>, tensor<2x3xi32>, tensor<2xi32>)
 // CHECK: return %[[LU]]#0, %[[LU]]#1, %[[LU]]#2
+
 // -----
+
 // Jacobi SVD with full matrices: lapack_sgesdd_ffi in mode 'A' (65); s, U and info are its
 // results, and the V returned is the transpose of its fourth result (LAPACK gives V^H).
 module {
@@ -34,7 +36,9 @@ module {
 // CHECK-SAME: mhlo.backend_config = {mode = 65 : ui8}
 // CHECK: %[[V:.*]] = stablehlo.transpose %[[SVD]]#3, dims = [1, 0]
 // CHECK: return %[[SVD]]#1, %[[SVD]]#2, %[[V]], %[[SVD]]#4
+
 // -----
+
 // Cholesky (lower): a loop over the columns taking square roots; info is 0 where the factor
 // is finite, else (the other branch) the order of the first failing leading minor.
 module {
@@ -50,6 +54,22 @@ module {
 // CHECK: %[[OK:.*]] = stablehlo.reduce(%{{.*}} init: %{{.*}}) applies stablehlo.and
 // CHECK: %[[INFO:.*]] = "stablehlo.if"(%[[OK]])
 // CHECK: return %[[LOOP]]#1, %[[INFO]]
+
+// -----
+
+// Symmetric eigendecomposition of the upper triangle (lower = false): lapack_ssyevd_ffi with
+// mode 'V' (86: cuSOLVER's syevd always computes vectors) and uplo 'U' (85).
+module {
+  func.func @main(%a: tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>, tensor<i32>) {
+    %0:3 = stablehlo.custom_call @cusolver_syevd_ffi(%a) {api_version = 4 : i32, mhlo.backend_config = {algorithm = 0 : ui8, lower = false}} : (tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>, tensor<i32>)
+    return %0#0, %0#1, %0#2 : tensor<3x3xf32>, tensor<3xf32>, tensor<i32>
+  }
+}
+// CHECK-NOT: cusolver
+// CHECK: %[[EIG:.*]]:3 = stablehlo.custom_call @lapack_ssyevd_ffi(%arg0)
+// CHECK-SAME: mhlo.backend_config = {mode = 86 : ui8, uplo = 85 : ui8}
+// CHECK: return %[[EIG]]#0, %[[EIG]]#1, %[[EIG]]#2
+
 // -----
 
 // Refused: the Cholesky rank-one update takes a square matrix and a vector of its order.
