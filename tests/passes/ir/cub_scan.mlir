@@ -4,6 +4,7 @@
 // elements, each row summed by a reduce_window of the whole row padded by row - 1 on the left.
 // The scratch result, where read, is zeros. Forms the kernel's source does not define
 // (is_reverse, an init operand, kinds other than SUM) are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // Row-major s32[2,3,4], rows of 4 (column_length 6): the operand viewed as 6x4, a [1, 4]
 // window with padding [[0, 0], [3, 0]] summing with add from 0 along each row, and the sums
@@ -51,4 +52,6 @@ module {
     return %0#0 : tensor<8xf32>
   }
 }
-// ERROR: (custom-call xla.gpu.ext.cub_scan): backend_config.is_reverse=true is not supported
+// ERROR: :51:
+// ERROR: custom-call xla.gpu.ext.cub_scan
+// ERROR: backend_config.is_reverse=true is not supported

@@ -3,6 +3,7 @@
 // / cub_sort_pairs) to a stable stablehlo.sort of each row ([batch_size, n], row-major) in
 // CUB's key order: integers by value (SIGNED / UNSIGNED), floats by TOTALORDER with -0 read as
 // +0; LT ascending, GT descending. Values follow their keys. The scratch result must be unused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // Pairs: f32 keys and i32 values in two rows of 4 (batch_size 2), ascending. One stable sort
 // along dimension 1 of both; the comparator reads the keys only (block arguments 0 and 1),
@@ -54,4 +55,6 @@ module {
     return %0#1 : tensor<64xui8>
   }
 }
-// ERROR: (custom-call xla.gpu.ext.cub_sort_keys): its scratch result (the last) is used
+// ERROR: :54:
+// ERROR: custom-call xla.gpu.ext.cub_sort_keys
+// ERROR: its scratch result (the last) is used

@@ -7,6 +7,7 @@
 // damax_output), then for an fp8 D the d_scale and a saturating clamp, and the conversion to
 // D's type; fp8 operands are widened to f32 and a_scale * b_scale multiplies the product.
 // The workspace result goes. A config that contradicts the call's operands is refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // cuBLASLt, BIAS_RELU, alpha 2.5, beta 0.5, B transposed (rhs contracting dimension 1):
 // relu(2.5 * (A . B^T) + 0.5 * C + bias). Alpha scales the product only, not C nor the bias;
@@ -101,4 +102,6 @@ module {
     return %0#0 : tensor<3x2xf32>
   }
 }
-// ERROR: (custom-call __cublas$lt$matmul): gemm_backend_config.beta=0.5 but the call has no addend operand C
+// ERROR: :101:
+// ERROR: custom-call __cublas$lt$matmul
+// ERROR: gemm_backend_config.beta=0.5 but the call has no addend operand C

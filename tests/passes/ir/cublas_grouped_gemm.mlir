@@ -5,6 +5,7 @@
 // dot_general with the group as the batch dimension paired with rhs's group dimension, a sum
 // over the groups, computed in f32 for bf16/f16 operands and rounded once to the output type.
 // alpha != 1, beta != 0, epilogues and fp8 are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // bf16 lhs [6 rows, 4] ragged along its rows, rhs [3 experts, 4, 5]: the rows are selected into a
 // [3, 6, 4] stack (zeros outside each group's rows), both sides widened to f32, a dot_general
@@ -40,5 +41,7 @@ module {
     return %0#0 : tensor<6x5xf32>
   }
 }
-// ERROR: (custom-call __cublas$lt$groupedMatmul): gemm_backend_config.alpha_real=2
+// ERROR: :40:
+// ERROR: custom-call __cublas$lt$groupedMatmul
+// ERROR: gemm_backend_config.alpha_real=2
 // ERROR: a grouped GEMM with alpha ≠ 1 is not supported

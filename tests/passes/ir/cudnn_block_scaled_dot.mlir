@@ -7,6 +7,7 @@
 // contracting [2] x [2]), rounded once to the output type. Pairs of operand and scale types
 // that are not MXFP8 (f8 with f8e8m0fnu scales, blocks of 32) or NVFP4 (f4e2m1fn with
 // f8e4m3fn scales, blocks of 16) are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // MXFP8, K = 32 (one block): per side, unswizzle, slice [0:1, 0:128, 0:1], widen, multiply;
 // the dot reads the two dequantized sides and its result is converted to bf16 and returned.
@@ -43,4 +44,6 @@ module {
     return %0#0 : tensor<1x128x128xf32>
   }
 }
-// ERROR: (custom-call __cudnn$blockScaledDot): lhs of type f8e4m3fn with scales of type f8e4m3fn is not a block-scaled format
+// ERROR: :43:
+// ERROR: custom-call __cudnn$blockScaledDot
+// ERROR: lhs of type f8e4m3fn with scales of type f8e4m3fn is not a block-scaled format

@@ -6,6 +6,7 @@
 // the output feature dimension; backward input: conv of dy with the filter's input and
 // output features exchanged, the window reversed, dy dilated by the forward stride. The
 // workspace result goes. Forms whose rounding is not in the dump are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // Fused forward, NHWC with an HWIO filter, pad 1, conv_result_scale 0.5, kRelu, bias:
 // relu(0.5 * conv(x, w) + broadcast(bias along dimension 3)).
@@ -53,4 +54,6 @@ module {
     return %0#0 : tensor<1x4x4x3xf32>
   }
 }
-// ERROR: (custom-call __cudnn$convBiasActivationForward): activation_mode kBandPass is not supported
+// ERROR: :53:
+// ERROR: custom-call __cudnn$convBiasActivationForward
+// ERROR: activation_mode kBandPass is not supported

@@ -5,6 +5,7 @@
 // [3, 4, 5, 0, 2, 6, 1, 7] → back to [O, I/32, H, W, 32]; bias [O] → [O/32, 4, 2, 4] →
 // transpose [0, 2, 1, 3] → [O]. The reorder permutes the row-major buffer, so an operand with
 // another layout is refused, as is a filter that is not [O, I/32, H, W, 32] with 32 | O.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // Filter and bias: each result is its own operand's permutation.
 module {
@@ -31,7 +32,9 @@ module {
     return %0 : tensor<32x1x1x1x32xi8>
   }
 }
-// ERROR: (custom-call __cudnn$convReorderFilter): operand 0 has layout [0, 1, 2, 3, 4]: the reorder permutes the row-major buffer
+// ERROR: :31:
+// ERROR: custom-call __cudnn$convReorderFilter
+// ERROR: operand 0 has layout [0, 1, 2, 3, 4]: the reorder permutes the row-major buffer
 
 // -----
 
@@ -42,4 +45,5 @@ module {
     return %0 : tensor<16x1x1x1x32xi8>
   }
 }
+// ERROR: :44:
 // ERROR: filter shape [16, 1, 1, 1, 32]: cuDNN's reorder takes [O, I/32, H, W, 32] with O a multiple of 32

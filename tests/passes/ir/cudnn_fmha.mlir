@@ -6,6 +6,7 @@
 // position), an online softmax (running max, exp, running sum) and P . V; at the end O
 // divided by the sum, in the call's logical [B, N, T, H] result. Mask types cuDNN has but the
 // pass does not write, and fp8 attention, are refused by name.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // BTNH Q, K, V [1, 4 tokens, 2 heads, 8], fmha_scale 0.25, CAUSAL: the scores are the dot of
 // the query and key blocks over H, scaled by 0.25 before the causal select puts -inf in
@@ -60,4 +61,6 @@ module {
     return %0#0 : tensor<1x2x4x8xf32>
   }
 }
-// ERROR: (custom-call __cudnn$fmhaSoftmax): mask_type ALIBI is not supported (NO_MASK, PADDING, CAUSAL, PADDING_CAUSAL are)
+// ERROR: :60:
+// ERROR: custom-call __cudnn$fmhaSoftmax
+// ERROR: mask_type ALIBI is not supported (NO_MASK, PADDING, CAUSAL, PADDING_CAUSAL are)

@@ -5,6 +5,7 @@
 // widened to f32, scale(a) = a * s with s the next external operand, relu = maximum with 0,
 // amax = max |a| as an extra scalar result, and an fp8 type on an op a saturating cast
 // (clamp to the finite range, then convert). Ops outside the list are refused by name.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // fp8 x and w; the conv result scaled by the third operand, then by the fourth; the amax of
 // that value is the second result; its relu, saturated to f8e4m3fn (+-448), the first.
@@ -42,4 +43,6 @@ module {
     return %0#0 : tensor<1x4x4x16xf32>
   }
 }
-// ERROR: (custom-call __cudnn$convForwardGraph): serialized_graph op 'tanh' (2:[f32]tanh(1)) is not supported
+// ERROR: :42:
+// ERROR: custom-call __cudnn$convForwardGraph
+// ERROR: serialized_graph op 'tanh' (2:[f32]tanh(1)) is not supported

@@ -5,6 +5,7 @@
 // y = (x - mean) * norm_factor * scale + bias, computed in f32 for bf16/f16 and rounded once;
 // the training form also returns mean and norm_factor. A config without
 // cudnn_norm_backend_config, or operand counts that do not fit the kind, are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // LAYER_FWD_TRAIN on bf16 [4 rows, 8]: everything in f32; the mean and the rsqrt(var + 1e-3)
 // are the second and third results, y (rounded to bf16) the first.
@@ -51,4 +52,6 @@ module {
     return %0#0 : tensor<4x8x1x1xf32>
   }
 }
-// ERROR: (custom-call __cudnn$norm): a LAYER_FWD_INFER norm has 3 operands and 2 results
+// ERROR: :51:
+// ERROR: custom-call __cudnn$norm
+// ERROR: a LAYER_FWD_INFER norm has 3 operands and 2 results

@@ -2,6 +2,7 @@
 // cudnn-rnn refuses jax.experimental.rnn's cuDNN LSTM calls (cudnn_rnn_ffi, cudnn_rnn_bwd_ffi
 // and their hipdnn twins) by name, saying how to give one a meaning; any other call is no
 // business of this pass and stays as it is.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // A forward cuDNN LSTM call is refused, naming the call and the plug-in remedy.
 module {
@@ -10,7 +11,9 @@ module {
     return %0#0 : tensor<2x3x5xf32>
   }
 }
-// ERROR: (custom-call cudnn_rnn_ffi): jax.experimental.rnn's cuDNN LSTM has no portable rewrite
+// ERROR: :10:
+// ERROR: custom-call cudnn_rnn_ffi
+// ERROR: jax.experimental.rnn's cuDNN LSTM has no portable rewrite
 // ERROR: --custom-call cudnn_rnn_ffi=MODULE:FUNCTION
 // ERROR: unpack_lstm_weights and lstm_ref
 

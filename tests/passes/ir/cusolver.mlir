@@ -6,6 +6,7 @@
 // transposed back to cuSOLVER's V. The Cholesky factorization (potrf) becomes a loop over
 // columns in plain ops (no stablehlo.cholesky, which not every compiler takes) and cuSOLVER's
 // info. Shapes a kernel does not take are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // A batch of LU factorizations: the same operand, results and layouts, the CPU target.
 module {
@@ -79,4 +80,6 @@ module {
     return %0#0, %0#1 : tensor<3x3xf32>, tensor<4xf32>
   }
 }
-// ERROR: (custom-call cu_cholesky_update_ffi): expects an f32/f64 matrix [n,n] and vector [n], got tensor<3x3xf32> and tensor<4xf32>
+// ERROR: :79:
+// ERROR: custom-call cu_cholesky_update_ffi
+// ERROR: expects an f32/f64 matrix [n,n] and vector [n], got tensor<3x3xf32> and tensor<4xf32>

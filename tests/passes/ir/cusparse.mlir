@@ -5,6 +5,7 @@
 // value type, index type, rows, cols, nnz, batch count, batch stride as native i32) become plain
 // StableHLO: todense a scatter-add of the data at (row, col) into zeros, entries out of bounds
 // dropped. Batched calls and a used workspace result are refused.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // gtsv2 on f32 [4] diagonals and b [4, 2]: lapack_sgtsv_ffi of the same four operands; the
 // returned x is its fourth result where its info is 0, NaN elsewhere.
@@ -57,4 +58,6 @@ module {
     return %0#0 : tensor<3x4xf32>
   }
 }
-// ERROR: (custom-call cusparse_coo_todense_ffi): batched cuSPARSE calls (batch count 2) are not supported
+// ERROR: :57:
+// ERROR: custom-call cusparse_coo_todense_ffi
+// ERROR: batched cuSPARSE calls (batch count 2) are not supported

@@ -3,6 +3,7 @@
 // the plug-in's JAX function, lowered and inlined in place of the call. Here the built-in
 // AWS Neuron plug-ins (passes/kernels/neuron.py). Calls without a plug-in stay; a plug-in
 // that refuses a call, or raises on its attributes, is an error naming the call.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // GELU's tanh approximation, then a softmax along dimension 1 (backend_config "1") of its
 // result: the calls are gone, tanh and the max/exp/sum/divide of a softmax take their place
@@ -36,7 +37,9 @@ module {
     return %1 : tensor<2x4xf32>
   }
 }
-// ERROR: (custom-call AwsNeuronSoftmax): plug-in hlo-roundtrip kernels.neuron
+// ERROR: :36:
+// ERROR: custom-call AwsNeuronSoftmax
+// ERROR: plug-in hlo-roundtrip kernels.neuron
 // ERROR: backend_config should be a dimension of the rank-2 operand as decimal text, not '5'
 
 // -----
@@ -49,5 +52,7 @@ module {
     return %1 : tensor<2x4xf32>
   }
 }
-// ERROR: (custom-call AwsNeuronRmsNormBackward): plug-in hlo-roundtrip kernels.neuron: refused
+// ERROR: :51:
+// ERROR: custom-call AwsNeuronRmsNormBackward
+// ERROR: plug-in hlo-roundtrip kernels.neuron: refused
 // ERROR: the normalization scale the gradient needs is not among them

@@ -4,6 +4,7 @@
 // (--allow-custom-call; kept untouched) or one jaxlib's CPU runtime runs (LAPACK, DUCC FFT;
 // kept and marked hlo.cpu_only = true). Any other is an error naming each target, how many
 // calls to it there are, and the fix.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // A LAPACK call jaxlib's CPU runtime runs is marked cpu_only; the allowed call is left
 // exactly as it was (no mark); the plain ops around them are untouched.
@@ -32,7 +33,9 @@ module {
     return %3 : tensor<4xf32>
   }
 }
+// ERROR: :29:
 // ERROR: custom-call 'mystery_kernel' has no portable rewrite (and 1 more call(s) to it)
+// ERROR: :31:
 // ERROR: custom-call 'other_kernel' has no portable rewrite
 // ERROR: fix: give it a CPU meaning with --custom-calls FILE.py
 // ERROR: --allow-custom-call 'mystery_kernel' --allow-custom-call 'other_kernel'

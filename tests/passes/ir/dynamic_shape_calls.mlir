@@ -4,6 +4,7 @@
 // result declares dynamic (static ones keep their extent). PadToStatic(x) becomes the data at
 // its bound (set_dimension_size to the bound), with the padding zeroed by a select against an
 // iota < size mask, and each dimension's size from get_dimension_size.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // f32[8,4] with sizes (n, 4) → f32[<=8,4]: one set_dimension_size, on dimension 0, to n; the
 // static dimension 1 gets none.
@@ -48,4 +49,6 @@ module {
     return %0 : tensor<?xf32, #stablehlo.bounds<8>>
   }
 }
-// ERROR: (custom-call SliceToDynamic): data shape [6] differs from the result's bounds [8]
+// ERROR: :48:
+// ERROR: custom-call SliceToDynamic
+// ERROR: data shape [6] differs from the result's bounds [8]

@@ -2,6 +2,7 @@
 // gpu-assert removes XLA's `__xla_gpu_assert(pred[]) -> token` runtime checks (portable
 // StableHLO cannot stop a program; a warning names each one). A token result something
 // takes becomes a fresh stablehlo.after_all; the computation around the check is untouched.
+// An `ERROR: :N:` line requires the error to name line N of this file, the refused call's line.
 
 // A check nothing reads goes; the compare that computed its predicate is now dead but the
 // pass leaves it (removing dead ops is canonicalize's job), and the result is unchanged.
@@ -44,5 +45,6 @@ module {
     return
   }
 }
+// ERROR: :44:
 // ERROR: custom-call __xla_gpu_assert
 // ERROR: expects one pred[] operand, got ['tensor<4xi1>']

@@ -46,6 +46,8 @@ module {
     return %0 : tensor<3xf32>
   }
 }
-// ERROR: (custom-call xla_ffi_python_cpu_callback): a host callback with results (jax.pure_callback / io_callback) at model.py:17
+// ERROR: dump.hlo:4:3
+// ERROR: custom-call xla_ffi_python_cpu_callback
+// ERROR: a host callback with results (jax.pure_callback / io_callback) at model.py:17
 // ERROR: op_name "jit(f)/pure_callback": operands (f32[2,3]) -> results (f32[3])
 // ERROR: --callback 'jit(f)/pure_callback=pkg.module:function' (or --callback 'model.py:17=...')
