@@ -100,8 +100,8 @@ def host_callbacks(module: ir.Module, options: PassOptions) -> bool | None:
     for op in calls:
         op_name, source = callback_source(op)
         if all(is_token(r.type) for r in op.results):
+            removed.append(op_name or rewrite.location_text(op))  # before _remove erases op
             _remove(op)
-            removed.append(op_name or rewrite.location_text(op))
             continue
         plugin = find_callback_plugin(op_name, source)
         if plugin is None:
