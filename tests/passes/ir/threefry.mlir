@@ -5,9 +5,10 @@
 // ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA), 20 rounds of v0 += v1; v1 = rotl(v1, r) ^ v0, a key
 // injection plus the group number after every 4 rounds.  Other shapes or types are refused.
 
-// The key schedule, the first injection and round (rotation 13 = shl 13 | shr 19), and, after
-// the fourth group's injection (+ 4), the last one: y0 = v0 + ks[2], y1 = v1 + ks[0] + 5.  The results keep their places
-// (the function returns y1 before y0).
+// The key schedule, the first injection and round (rotation 13 = shl 13 | shr 19), the
+// rotations of the first two groups of rounds (15, 26, 6, then 17, 29, 16, 24), and, after
+// the fourth group's injection (+ 4), the last one: y0 = v0 + ks[2], y1 = v1 + ks[0] + 5.
+// The results keep their places (the function returns y1 before y0).
 module {
   func.func @main(%k0: tensor<3xui32>, %k1: tensor<3xui32>, %x0: tensor<3xui32>, %x1: tensor<3xui32>) -> (tensor<3xui32>, tensor<3xui32>) {
     %0:2 = stablehlo.custom_call @cu_threefry2x32_ffi(%k0, %k1, %x0, %x1) {api_version = 4 : i32} : (tensor<3xui32>, tensor<3xui32>, tensor<3xui32>, tensor<3xui32>) -> (tensor<3xui32>, tensor<3xui32>)
@@ -28,6 +29,34 @@ module {
 // CHECK-NEXT:  %[[SHR:.+]] = stablehlo.shift_right_logical %[[V1]], %[[C19]]
 // CHECK-NEXT:  %[[ROT:.+]] = stablehlo.or %[[SHL]], %[[SHR]]
 // CHECK-NEXT:  stablehlo.xor %[[ROT]], %[[R0]]
+// CHECK:       stablehlo.constant dense<15> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<17> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<26> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<6> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<6> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<26> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<17> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<15> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<29> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<3> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<16> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<16> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
+// CHECK:       stablehlo.constant dense<24> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_left
+// CHECK-NEXT:  stablehlo.constant dense<8> : tensor<3xui32>
+// CHECK-NEXT:  stablehlo.shift_right_logical
 // CHECK:       stablehlo.constant dense<4> : tensor<3xui32>
 // CHECK:       %[[Y0:.+]] = stablehlo.add {{%[0-9]+}}, %[[KS2]] :
 // CHECK-NEXT:  %[[V1LAST:.+]] = stablehlo.add {{%[0-9]+}}, %arg0 :
