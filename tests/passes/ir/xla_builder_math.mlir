@@ -25,21 +25,20 @@ module {
 
 // -----
 
-// No computation: Acosh is CHLO's acosh, legalized to StableHLO (no chlo op remains, a log
-// computes it); a custom-call outside xla_builder.math stays.
+// No computation: Tan is CHLO's tan, legalized at once (to stablehlo.tan: no chlo op remains);
+// a custom-call outside xla_builder.math stays.
 module {
   func.func @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
-    %0 = stablehlo.custom_call @xla_builder.math.Acosh(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = stablehlo.custom_call @xla_builder.other.Acosh(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+    %0 = stablehlo.custom_call @xla_builder.math.Tan(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = stablehlo.custom_call @xla_builder.other.Tan(%arg0) : (tensor<4xf32>) -> tensor<4xf32>
     return %0, %1 : tensor<4xf32>, tensor<4xf32>
   }
 }
 // CHECK-LABEL: func.func @main
 // CHECK-NOT:   chlo.
-// CHECK-NOT:   @xla_builder.math.Acosh
-// CHECK:       stablehlo.log
-// CHECK:       %[[OTHER:.+]] = stablehlo.custom_call @xla_builder.other.Acosh(%arg0)
-// CHECK:       return {{%[^,]+}}, %[[OTHER]]
+// CHECK:       %[[TAN:.+]] = stablehlo.tan %arg0 : tensor<4xf32>
+// CHECK-NEXT:  %[[OTHER:.+]] = stablehlo.custom_call @xla_builder.other.Tan(%arg0)
+// CHECK-NEXT:  return %[[TAN]], %[[OTHER]]
 
 // -----
 
