@@ -8,6 +8,9 @@ values as an independent oracle.
 A file's header lines (before the first module):
     // PASSES: name[,name...]              the pipeline each case runs through
     // OPTIONS: key=value[;key=value...]   PassOptions fields (optional)
+    // REQUIRES: jax>=0.12                 run the file's cases only under such a jax (optional;
+                                            operators >=, <, ==): for payloads only one
+                                            jaxlib reads, such as Pallas' Triton bytecode
 Each case is a module followed by FileCheck directives (CHECK, CHECK-NEXT, CHECK-NOT,
 CHECK-SAME, CHECK-LABEL, CHECK-DAG, [[NAME:regex]] captures; `filecheck`, the Python port of
 LLVM's FileCheck, matches them against the module printed after the pipeline), or by
@@ -18,7 +21,9 @@ LLVM's FileCheck, matches them against the module printed after the pipeline), o
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import io
 import re
 from pathlib import Path
 
@@ -40,6 +45,7 @@ class Case:
     options: tuple[tuple[str, object], ...]
     text: str  # the module and its directives
     first_line: int  # of the case in its file, 1-based
+    requires: str | None = None  # e.g. "jax>=0.12"
 
     @property
     def id(self) -> str:
@@ -64,14 +70,33 @@ def collect_cases() -> list[Case]:
     for path in sorted(IR_DIR.glob("*.mlir")):
         text = path.read_text()
         passes, options = _header(text, path)
+        requires = re.search(r"^// REQUIRES:\s*(.+?)\s*$", text, re.M)
         offset = 0
         for index, chunk in enumerate(_SPLIT.split(text)):
-            cases.append(Case(path, index, passes, options, chunk, text.count("\n", 0, offset) + 1))
+            cases.append(Case(path, index, passes, options, chunk, text.count("\n", 0, offset) + 1,
+                              requires.group(1) if requires else None))
             offset += len(chunk) + len("// -----\n")
     return cases
 
 
 CASES = collect_cases()
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def jax_satisfies(requirement: str) -> bool:
+    """Whether the installed jax meets `jax>=X.Y`, `jax<X.Y` or `jax==X.Y` (compared on
+    major, minor, patch)."""
+    from importlib.metadata import version
+
+    found = re.fullmatch(r"jax\s*(>=|<|==)\s*([\d.]+)", requirement)
+    if found is None:
+        raise ValueError(f"REQUIRES {requirement!r}: expected jax>=X.Y, jax<X.Y or jax==X.Y")
+    have, want = _version(version("jax")), _version(found.group(2))
+    width = len(want)
+    return {">=": have >= want, "<": have < want, "==": have[:width] == want}[found.group(1)]
 
 
 def run_case(case: Case) -> tuple[str | None, PassError | None]:
@@ -89,6 +114,8 @@ def run_case(case: Case) -> tuple[str | None, PassError | None]:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_pass_ir(case: Case, tmp_path):
+    if case.requires and not jax_satisfies(case.requires):
+        pytest.skip(f"needs {case.requires}")
     expected_errors = re.findall(r"^\s*// ERROR:\s*(.+?)\s*$", case.text, re.M)
     has_checks = re.search(r"^\s*// CHECK", case.text, re.M) is not None
     assert expected_errors or has_checks, f"{case.id}: a case says what it expects (CHECK lines or ERROR)"
@@ -101,24 +128,20 @@ def test_pass_ir(case: Case, tmp_path):
     assert error is None, f"{case.id}: {error}"
     check_file = tmp_path / "checks.mlir"
     check_file.write_text(case.text)
-    input_file = tmp_path / "printed.mlir"
-    input_file.write_text(printed)
-    code, report = _filecheck(check_file, input_file)
-    assert code == 0, f"{case.id}: FileCheck failed:\n{report}\n--- printed module:\n{printed}"
+    printed_file = tmp_path / "printed.mlir"
+    printed_file.write_text(printed)
+    returncode, report = run_filecheck(check_file, printed_file)
+    assert returncode == 0, f"{case.id}: FileCheck failed:\n{report}\n--- printed module:\n{printed}"
 
 
-def _filecheck(check_file: Path, input_file: Path) -> tuple[int, str]:
-    """LLVM FileCheck's Python port, in this process (a process per case would cost more
-    than the case): its exit code and what it reported."""
-    import contextlib
-    import io
-
+def run_filecheck(check_file: Path, input_file: Path) -> tuple[int, str]:
+    """FileCheck in this process (a Python process per case cost ~0.5 s, most of the set's
+    time): its exit status and what it printed."""
     from filecheck.matcher import Matcher
     from filecheck.options import parse_argv_options
 
     report = io.StringIO()
-    with contextlib.redirect_stderr(report), contextlib.redirect_stdout(report):
-        matcher = Matcher.from_opts(parse_argv_options(["filecheck", str(check_file),
-                                                        f"--input-file={input_file}"]))
-        code = matcher.run()
-    return code, report.getvalue()
+    with contextlib.redirect_stdout(report), contextlib.redirect_stderr(report):
+        returncode = Matcher.from_opts(parse_argv_options(
+            ["filecheck", str(check_file), "--input-file", str(input_file)])).run()
+    return returncode, report.getvalue()

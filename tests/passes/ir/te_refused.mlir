@@ -1,0 +1,55 @@
+// PASSES: te-refused
+// te-refused fails on the Transformer Engine calls that are not converted (expert-parallel
+// te_ep_*, grouped GEMM v2 / grouped quantize, NVFP4's RHT amax), naming the call and the
+// reason, so a TE dump stops at the first such call with what the user can do.  A module
+// without them passes through unchanged, TE calls other passes own included.
+
+// An expert-parallel token dispatch: refused with the reason (routing state lives in TE's
+// process, not in the dump) and its location.
+module {
+  func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+    %0 = stablehlo.custom_call @te_ep_dispatch_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    return %0 : tensor<4x8xbf16>
+  }
+}
+// ERROR: 11:10
+// ERROR: te_ep_dispatch_ffi
+// ERROR: not converted: expert-parallel token exchange
+
+// -----
+
+// Grouped GEMM v2: refused, pointing at the v1 call TE uses by default.
+module {
+  func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+    %0 = stablehlo.custom_call @te_grouped_gemm_v2_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    return %0 : tensor<4x8xbf16>
+  }
+}
+// ERROR: te_grouped_gemm_v2_ffi
+// ERROR: not converted: grouped (per-expert) GEMM v2
+// ERROR: te_grouped_gemm_ffi (TE's default)
+
+// -----
+
+// NVFP4's random-Hadamard-transform amax.
+module {
+  func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @te_rht_amax_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+// ERROR: te_rht_amax_ffi
+// ERROR: NVFP4 quantization is not converted
+
+// -----
+
+// A TE call another pass converts (te_gemm_ffi) is not this pass's: the module is unchanged.
+module {
+  func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+    %0 = stablehlo.custom_call @te_gemm_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    return %0 : tensor<4x8xbf16>
+  }
+}
+// CHECK-LABEL: func.func @main
+// CHECK-NEXT:  %[[GEMM:.+]] = stablehlo.custom_call @te_gemm_ffi(%arg0)
+// CHECK-NEXT:  return %[[GEMM]]
