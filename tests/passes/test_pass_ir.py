@@ -145,3 +145,13 @@ def run_filecheck(check_file: Path, input_file: Path) -> tuple[int, str]:
         returncode = Matcher.from_opts(parse_argv_options(
             ["filecheck", str(check_file), "--input-file", str(input_file)])).run()
     return returncode, report.getvalue()
+
+
+def test_every_pass_has_its_ir_contract():
+    """Each registered pass has a file here named after it (triton-kernels' Pallas bytecode
+    cases, readable only by the jax that wrote them, sit in per-version files beside it)."""
+    from passes import PASSES
+
+    files = {path.stem for path in IR_DIR.glob("*.mlir")}
+    missing = sorted(name for name in PASSES if name.replace("-", "_") not in files)
+    assert not missing, f"passes without tests/passes/ir/<name>.mlir: {missing}"
