@@ -253,12 +253,18 @@ def _check_unread(op: ir.Operation, result: ir.Value, name: str) -> None:
                                    "(it holds cuDNN's private bytes, which the rewrite does not reproduce)")
 
 
-def lower_forward(op: ir.Operation) -> None:
+def _call(op: ir.Operation, what: str, operand_count: int) -> tuple[Lstm, list[ir.Value], list[ir.Value]]:
+    """The descriptor, operands and results of a call of jaxlib's form (5 results each way)."""
     lstm = _descriptor(op)
     operands, results = list(op.operands), list(op.results)
-    if (len(operands), len(results)) != (5, 5):
-        raise rewrite.op_error(op, f"jaxlib's cuDNN LSTM forward has 5 operands and 5 results; found "
+    if (len(operands), len(results)) != (operand_count, 5):
+        raise rewrite.op_error(op, f"jaxlib's cuDNN LSTM {what} has {operand_count} operands and 5 results; found "
                                    f"{len(operands)} and {len(results)}")
+    return lstm, operands, results
+
+
+def lower_forward(op: ir.Operation) -> None:
+    lstm, operands, results = _call(op, "forward", 5)
     x, h0, c0, w, lengths = operands
     _check_operands(op, lstm, x, h0, c0, w, lengths)
     _check_unread(op, results[3], "workspace")
@@ -315,11 +321,7 @@ def _backprop_direction(run: Direction, inp: ir.Value, dys: ir.Value, lengths: i
 
 
 def lower_backward(op: ir.Operation) -> None:
-    lstm = _descriptor(op)
-    operands, results = list(op.operands), list(op.results)
-    if (len(operands), len(results)) != (11, 5):
-        raise rewrite.op_error(op, f"jaxlib's cuDNN LSTM backward has 11 operands and 5 results; found "
-                                   f"{len(operands)} and {len(results)}")
+    lstm, operands, results = _call(op, "backward", 11)
     dy, dhn, dcn, x, h0, c0, w, y, _reserve, zeroed_dw, lengths = operands
     _check_operands(op, lstm, x, h0, c0, w, lengths)
     for name, value, like in (("dy", dy, y), ("dh_n", dhn, h0), ("dc_n", dcn, c0), ("zeroed dw", zeroed_dw, w)):
