@@ -18,6 +18,10 @@ i, f, o = σ(z_i, z_f, z_o), g = tanh(z_g), c' = f·c + i·g, h' = o·tanh(c'). 
 has seq_lengths[b] steps; its state stops changing after them (h_n, c_n are the state after its
 last step), y is 0 past them, and the reverse direction starts at the row's own last step.  A
 bidirectional layer's output is [forward, reverse] on the feature axis; the next layer reads it.
+jax's own GPU test (tests/experimental_rnn_test.py) checks cuDNN's outputs and weight gradients
+against lstm_ref with padded seq_lengths, 1 and 4 layers, both directions.  The hip twins (MIOpen)
+read the gates from the buffer as i, f, o, g (that test swaps g and o with `swap_lstm_gates` before
+calling MIOpen); it skips bidirectional LSTMs on ROCm, and so a bidirectional hipdnn call is refused.
 
 The forward is a `while` over time per pseudo-layer (x W_ihᵀ for all steps as one dot before it).
 The backward recomputes that forward from x, h_0, c_0 and the weights (the reserve space is
@@ -58,6 +62,7 @@ class Lstm:
     seq: int
     dropout: float
     bidirectional: bool
+    miopen: bool = False  # a hipdnn_* call: MIOpen's weight buffer holds the gates as i, f, o, g
 
     @property
     def directions(self) -> int:
@@ -98,12 +103,17 @@ def _descriptor(op: ir.Operation) -> Lstm:
         raise rewrite.op_error(op, f"the opaque RnnDescriptor has {len(opaque)} bytes; jaxlib's "
                                    f"(jaxlib/gpu/rnn_kernels.h) has {DESCRIPTOR.size}")
     input_size, hidden, layers, batch, seq, dropout, bidirectional, _tf32, _ws, _rs = DESCRIPTOR.unpack(opaque)
-    lstm = Lstm(input_size, hidden, layers, batch, seq, dropout, bool(bidirectional))
+    miopen = rewrite.call_target(op).startswith("hip")
+    lstm = Lstm(input_size, hidden, layers, batch, seq, dropout, bool(bidirectional), miopen)
     if min(input_size, hidden, layers, batch, seq) <= 0:
         raise rewrite.op_error(op, f"the RnnDescriptor's sizes are not positive: {lstm}")
     if dropout != 0.0:
         raise rewrite.op_error(op, f"the LSTM has dropout {dropout:g}: cuDNN draws its dropout mask from its own "
                                    "generator state, which the dump does not hold; only dropout=0 is supported")
+    if miopen and lstm.bidirectional:
+        raise rewrite.op_error(op, "a bidirectional LSTM on ROCm: jax does not vouch for MIOpen's bidirectional "
+                                   "results (jax's tests/experimental_rnn_test.py skips them), so no meaning is "
+                                   "given to it; unidirectional hipdnn LSTMs are supported")
     return lstm
 
 
@@ -120,15 +130,27 @@ def _check_operands(op: ir.Operation, lstm: Lstm, x: ir.Value, h0: ir.Value, c0:
                                        f"tensor<{'x'.join(map(str, shape))}x{element}> (only f32 LSTMs are supported)")
 
 
+def _swap_g_o(m: ir.Value, lstm: Lstm) -> ir.Value:
+    """Gate blocks (axis 0) between MIOpen's order i, f, o, g and cuDNN's i, f, g, o (either way):
+    jax.experimental.rnn.swap_lstm_gates, which jax's ROCm test applies to the weights it gives
+    MIOpen; the identity for cuDNN."""
+    if not lstm.miopen:
+        return m
+    shape = b.shape_of(m)
+    h = lstm.hidden
+    blocks = [b.slice_(m, [k * h] + [0] * (len(shape) - 1), [(k + 1) * h] + shape[1:]) for k in range(4)]
+    return b.concatenate([blocks[0], blocks[1], blocks[3], blocks[2]], 0)
+
+
 def _weights(w: ir.Value, lstm: Lstm) -> list[tuple[ir.Value, ir.Value, ir.Value]]:
-    """Per pseudo-layer: W_ih [4H, in], W_hh [4H, H], b_ih + b_hh [4H]."""
+    """Per pseudo-layer: W_ih [4H, in], W_hh [4H, H], b_ih + b_hh [4H], gates in cuDNN's order."""
     h4 = 4 * lstm.hidden
     out = []
     for w_ih_at, width, w_hh_at, bias_at in lstm.weight_slices()[0]:
         w_ih = b.reshape(b.slice_(w, [w_ih_at], [w_ih_at + h4 * width]), [h4, width])
         w_hh = b.reshape(b.slice_(w, [w_hh_at], [w_hh_at + h4 * lstm.hidden]), [h4, lstm.hidden])
         bias = b.binary("add", b.slice_(w, [bias_at], [bias_at + h4]), b.slice_(w, [bias_at + h4], [bias_at + 2 * h4]))
-        out.append((w_ih, w_hh, bias))
+        out.append((_swap_g_o(w_ih, lstm), _swap_g_o(w_hh, lstm), _swap_g_o(bias, lstm)))
     return out
 
 
@@ -348,7 +370,7 @@ def lower_backward(op: ir.Operation) -> None:
                                         [lstm.batch, lstm.hidden]) for s in (dhn, dcn))
                 d_inp, dh0s[p], dc0s[p], dw_ih, dw_hh, d_bias = _backprop_direction(
                     runs[p], inputs[layer], dys, lengths, dh_n, dc_n, weights[p], reverse=d == 1)
-                dws[p] = (dw_ih, dw_hh, d_bias)
+                dws[p] = (_swap_g_o(dw_ih, lstm), _swap_g_o(dw_hh, lstm), _swap_g_o(d_bias, lstm))
                 d_in = d_inp if d_in is None else b.binary("add", d_in, d_inp)
             d_out = d_in
         dx = b.transpose(d_out, [1, 0, 2])

@@ -74,3 +74,22 @@ def test_cudnn_lstm_with_dropout_is_refused_at_its_line(version):
     with pytest.raises(Exception, match=rf":{line}:\d+: error: %rnn_fwd\.\d+ \(custom-call cudnn_rnn_ffi\): the LSTM "
                                         r"has dropout 0\.5: cuDNN draws its dropout mask"):
         convert_text(text)
+
+
+@pytest.mark.slow  # jax.grad of lstm_ref compiles for tens of seconds
+def test_hip_twins_forward_and_backward_read_and_write_miopen_gate_order():
+    """The gradient dump with its calls renamed to the hip twins: MIOpen's buffer holds the gates
+    as i, f, o, g (rnn.swap_lstm_gates of cuDNN's), for the weights read and for dw written."""
+    from jax.experimental import rnn
+
+    name = "lstm_l2_grad"
+    case = cases()[name]
+    text = (DUMPS / "jax012" / f"{name}.hlo").read_text().replace('"cudnn_rnn_ffi"', '"hipdnn_rnn_ffi"')
+    text = text.replace('"cudnn_rnn_bwd_ffi"', '"hipdnn_rnn_bwd_ffi"')
+    swap = functools.partial(rnn.swap_lstm_gates, input_size=case.input_size, hidden_size=case.hidden,
+                             num_layers=case.layers, bidirectional=case.bidirectional)
+    x, h0, c0, w, lengths = random_inputs(case, 5, np.array([4, 2]))
+    dx, dh0, dc0, dw = (np.asarray(v) for v in convert_program(text)(x, h0, c0, np.asarray(swap(w)), lengths))
+    want = [np.asarray(v) for v in _oracle(name)(x, h0, c0, w, lengths)]
+    for what, g, v in zip(("dx", "dh_0", "dc_0", "dw"), (dx, dh0, dc0, dw), want[:3] + [np.asarray(swap(want[3]))]):
+        assert_close(g, v, what=what)
