@@ -36,6 +36,7 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.descriptors import opaque_bytes
 from passes.lib.lapack import jaxlib_cpu_call, lapack_letter
 from passes.lib.registry import PassOptions, register_pass
 
@@ -56,18 +57,9 @@ def lower_cusparse(module: ir.Module, options: PassOptions) -> None:
         lower_sparse(op)
 
 
-def _descriptor(op: ir.Operation) -> bytes:
-    for key in ("mhlo.backend_config", "backend_config"):
-        if key in op.attributes and isinstance(op.attributes[key], ir.DictAttr):
-            config = ir.DictAttr(op.attributes[key])
-            if "opaque" in config:
-                return ir.StringAttr(config["opaque"]).value_bytes
-    raise rewrite.op_error(op, "has no `opaque` descriptor in its backend_config")
-
-
 def lower_sparse(op: ir.Operation) -> None:
     _, fmt, kind, _ = rewrite.call_target(op).split("_")
-    opaque = _descriptor(op)
+    opaque = opaque_bytes(op)
     if len(opaque) < SPARSE_MAT_BYTES:
         raise rewrite.op_error(op, f"descriptor of {len(opaque)} bytes, expected at least {SPARSE_MAT_BYTES}")
     _, _, rows, cols, nnz, batch_count, _ = struct.unpack_from("=7i", opaque)
