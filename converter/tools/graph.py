@@ -159,8 +159,11 @@ def memory_overlay(buffer_assignment: str, hlo) -> tuple[Overlay, list[str]]:
     defines (tuple indices summed) that are live at the peak of the schedule, as
     converter.tools.memory recomputes them from the live ranges.  Also the lines saying
     which named instructions the dump does not have (another module's file)."""
+    from converter.tools.filekind import BUFFER_ASSIGNMENT, HLO, check_kind
     from converter.tools.memory import load_buffer_assignment, summarize
 
+    check_kind(buffer_assignment, "view --memory", (BUFFER_ASSIGNMENT,),
+               {HLO: "; the dump itself is view's first argument"})
     dump = load_buffer_assignment(buffer_assignment)
     shapes = {i.name: i.shape for c in hlo.computations for i in c.instructions}
     summary = summarize(dump, shapes)
@@ -215,6 +218,8 @@ def cmd_view(args) -> int:
     out_dir = args.out_dir or tempfile.mkdtemp(prefix="hlo-roundtrip-view-")
     os.makedirs(out_dir, exist_ok=True)
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
+    # Before converting: a wrong file is refused at once.
+    memory = memory_overlay(args.memory, hlo) if args.memory else None
     base = os.path.splitext(os.path.basename(args.dump))[0]
     mlir_path = os.path.join(out_dir, base + ".mlir")
     module = convert_module(hlo, pipeline=args.pipeline, import_options=import_options_from_args(args),
@@ -232,8 +237,8 @@ def cmd_view(args) -> int:
         overlay = on_graph(nonfinite_overlay(args.dump, hlo, args.seed, args.inputs, tapped_program_loader(args)),
                            hlo)
     overlays = [(base + ".nodedata.json", overlay)] if overlay is not None else []
-    if args.memory:
-        memory, warnings = memory_overlay(args.memory, hlo)
+    if memory is not None:
+        memory, warnings = memory
         for line in warnings:
             print(f"warning: {line}", file=sys.stderr)
         overlays.append((base + ".memory.nodedata.json", on_graph(memory, hlo)))

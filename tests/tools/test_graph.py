@@ -171,3 +171,11 @@ def test_bytes_in_loop_bodies_are_listed_not_misplaced(tmp_path, capsys):
     # The fusions' roots (ynn_fusion -> dot_general.5, broadcast_add_fusion -> add.28) and the rest.
     for name in ("dot_general.5", "add.28", "copy.3"):
         assert name in listed
+
+
+def test_memory_refuses_a_file_that_is_not_a_buffer_assignment(tmp_path, capsys):
+    dump = os.path.join(MEMORY, "cpu_loop.hlo")
+    assert main(["view", dump, "--memory", dump, "--out-dir", str(tmp_path), "--no-server"]) == 1
+    err = capsys.readouterr().err
+    assert "this is an HLO text dump; `view --memory` reads XLA's buffer assignment" in err
+    assert "Traceback" not in err and not os.listdir(tmp_path)  # refused before converting
