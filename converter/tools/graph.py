@@ -1,4 +1,4 @@
-"""`hlo-roundtrip view DUMP [--compare B] [--nonfinite]`: the converted module in Model
+"""`hlo-roundtrip view DUMP [--compare B | --nonfinite] [--memory BUFFER_ASSIGNMENT.txt]`: the converted module in Model
 Explorer (the `graph` extra: ai-edge-model-explorer) with per-instruction data on its nodes.
 
 Model Explorer's MLIR adapter (ai_edge_model_explorer_adapter.ConvertMlirToJson, what its
@@ -34,16 +34,34 @@ def adapter_graphs(mlir_path: str) -> list[dict]:
     return [g for c in collections for g in c.get("subgraphs", [])]
 
 
-def node_ids(graphs: list[dict]) -> dict[str, list[tuple[str, str]]]:
-    """Per HLO instruction name, the (graph id, node id) of the nodes converted from it."""
+def node_ids(graphs: list[dict], entry_parameters: list[str] | None = None) -> dict[str, list[tuple[str, str]]]:
+    """Per HLO instruction name, the (graph id, node id) of the nodes converted from it.
+
+    The adapter draws @main's arguments as nodes `input_N` of namespace `Inputs`, without
+    their names; the converter keeps the entry's parameters in order as @main's arguments,
+    so `entry_parameters` (the entry's parameter names by parameter number) name them, when
+    the graph has exactly that many (a signature the converter changed is left unnamed)."""
     out: dict[str, list[tuple[str, str]]] = {}
     for graph in graphs:
+        inputs = {}
         for node in graph.get("nodes", []):
             namespace = node.get("namespace", "")
             name = namespace.rsplit("/", 1)[-1]
-            if name and name not in ("Inputs", "Outputs"):
+            if namespace == "Inputs":
+                inputs[node.get("label", "")] = node["id"]
+            elif name and name not in ("Inputs", "Outputs"):
                 out.setdefault(name, []).append((graph["id"], node["id"]))
+        if graph.get("id") == "main" and entry_parameters is not None and \
+                sorted(inputs) == sorted(f"input_{n}" for n in range(len(entry_parameters))):
+            for n, parameter in enumerate(entry_parameters):
+                out.setdefault(parameter, []).append((graph["id"], inputs[f"input_{n}"]))
     return out
+
+
+def entry_parameter_names(hlo) -> list[str]:
+    """The entry computation's parameters' names, by parameter number."""
+    params = [i for i in hlo.entry.instructions if i.opcode == "parameter"] if hlo.entry is not None else []
+    return [i.name for i in sorted(params, key=lambda i: i.parameter_number)]
 
 
 @dataclass
@@ -135,6 +153,33 @@ def compare_overlay(report) -> Overlay:
                    [p.a for p in report.pairs if p.first])
 
 
+def memory_overlay(buffer_assignment: str, hlo) -> tuple[Overlay, list[str]]:
+    """Bytes each instruction holds live at the module's memory peak, from XLA's buffer
+    assignment of the dump (`memory` reads the same file): the sizes of the values it
+    defines (tuple indices summed) that are live at the peak of the schedule, as
+    converter.tools.memory recomputes them from the live ranges.  Also the lines saying
+    which named instructions the dump does not have (another module's file)."""
+    from converter.tools.filekind import BUFFER_ASSIGNMENT, HLO, check_kind
+    from converter.tools.memory import load_buffer_assignment, summarize
+
+    check_kind(buffer_assignment, "view --memory", (BUFFER_ASSIGNMENT,),
+               {HLO: "; the dump itself is view's first argument"})
+    dump = load_buffer_assignment(buffer_assignment)
+    shapes = {i.name: i.shape for c in hlo.computations for i in c.instructions}
+    summary = summarize(dump, shapes)
+    if summary.peak_time is None:
+        raise UsageError(f"view: {buffer_assignment} has no live ranges (XLA's HloLiveRange section, or the "
+                         "-live-range file beside it), so it says nothing of the peak")
+    values: dict[str, float] = {}
+    for buffer in summary.live_at_peak:
+        values[buffer.key[0]] = values.get(buffer.key[0], 0.0) + float(buffer.bytes)
+    strangers = sorted(n for n in values if n not in shapes)
+    warnings = [f"{buffer_assignment} names {', '.join(strangers[:3])}{' ...' if len(strangers) > 3 else ''}, "
+                f"which {hlo.path} does not have: is it the buffer "
+                "assignment of this module?"] if strangers else []
+    return Overlay(f"bytes live at the memory peak (position {summary.peak_time})", values), warnings
+
+
 def add_view_parser(sub) -> None:
     p = sub.add_parser("view", help="open the converted module in Model Explorer with compare's errors or NaN/Inf "
                                     "counts on its nodes (the `graph` extra)")
@@ -144,6 +189,9 @@ def add_view_parser(sub) -> None:
                                                   "relative error, the first divergence in red")
     g.add_argument("--nonfinite", action="store_true",
                    help="overlay each instruction's NaN/Inf count, the first origin in red")
+    p.add_argument("--memory", metavar="BUFFER_ASSIGNMENT.txt",
+                   help="also overlay the bytes each instruction holds live at the memory peak, from XLA's buffer "
+                        "assignment of DUMP (written to DUMP.memory.nodedata.json)")
     p.add_argument("--inputs", metavar="IN.npz", help="inputs keyed arg0..argN (default: random from --seed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", metavar="DIR", help="where to write DUMP.mlir and the node data (default: a folder "
@@ -170,6 +218,8 @@ def cmd_view(args) -> int:
     out_dir = args.out_dir or tempfile.mkdtemp(prefix="hlo-roundtrip-view-")
     os.makedirs(out_dir, exist_ok=True)
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
+    # Before converting: a wrong file is refused at once.
+    memory = memory_overlay(args.memory, hlo) if args.memory else None
     base = os.path.splitext(os.path.basename(args.dump))[0]
     mlir_path = os.path.join(out_dir, base + ".mlir")
     module = convert_module(hlo, convert_options_from_args(args))
@@ -185,18 +235,29 @@ def cmd_view(args) -> int:
 
         overlay = on_graph(nonfinite_overlay(args.dump, hlo, args.seed, args.inputs, tapped_program_loader(args)),
                            hlo)
+    overlays = [(base + ".nodedata.json", overlay)] if overlay is not None else []
+    if memory is not None:
+        memory, warnings = memory
+        for line in warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        overlays.append((base + ".memory.nodedata.json", on_graph(memory, hlo)))
     config = model_explorer.config().add_model_from_path(mlir_path)
     print(f"wrote {mlir_path}")
-    if overlay is not None:
-        ids = node_ids(adapter_graphs(mlir_path))
-        data_path = os.path.join(out_dir, base + ".nodedata.json")
-        node_data(overlay, ids).save_to_file(data_path)
+    ids = node_ids(adapter_graphs(mlir_path), entry_parameter_names(hlo)) if overlays else {}
+    for file_name, shown in overlays:
+        data_path = os.path.join(out_dir, file_name)
+        node_data(shown, ids).save_to_file(data_path)
         config.add_node_data_from_path(data_path)
-        print(f"wrote {data_path} ({overlay.name}: {sum(1 for n in overlay.values if n in ids)} instruction(s) on "
+        print(f"wrote {data_path} ({shown.name}: {sum(1 for n in shown.values if n in ids)} instruction(s) on "
               "the graph)")
-        for name in overlay.marked:
+        for name in shown.marked:
             where = ", ".join(f"node {n} of {g}" for g, n in ids.get(name, [])) or "no node (not in the graph)"
             print(f"marked: %{name}: {where}")
+        off = sorted(n for n in shown.values if n not in ids)
+        if off and not shown.marked:
+            print(f"  not on the graph (Model Explorer names no node after them: ops inside loop and conditional "
+                  f"bodies, parameters of called computations): {', '.join(off[:6])}"
+                  f"{' ...' if len(off) > 6 else ''}")
     if args.no_server:
         return 0
     print(f"starting Model Explorer on localhost:{args.port}: open the URL it prints (with the module and the "
