@@ -41,6 +41,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse with a suggestion for a misspelled choice (Python's own `suggest_on_error`
     is 3.14+); subcommands' parsers are of this class too (add_subparsers copies it)."""
 
+    @property
+    def version(self) -> str:
+        """What `--version` prints (argparse's version action reads it when the option is
+        given): the installed metadata is read then, not at every start."""
+        return f"hlo-roundtrip {_version()}"
+
     def error(self, message: str):  # type: ignore[override]
         from converter.common.suggest import did_you_mean
 
@@ -94,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "StableHLO that recompiles and runs on CPU.")
     parser.add_argument("--debug", action="store_true",
                         help="show Python tracebacks on errors (accepted anywhere on the command line)")
-    parser.add_argument("--version", action="version", version=f"hlo-roundtrip {_version()}")
+    parser.add_argument("--version", action="version")  # the text: _Parser.version
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("convert", help="HLO text → StableHLO (.mlir, bytecode or portable artifact)")
@@ -299,6 +305,7 @@ def _print_targets() -> int:
 
 def cmd_rules(args) -> int:
     """Every opcode the importer reads, with the file and function of its rule."""
+    import converter.importer.rules  # noqa: F401  (fills the table)
     from converter.importer.registry import RULE_FACTORIES, RULES
 
     rows = [(opcode, _source_file(rule), rule.__name__) for opcode, rule in sorted(RULES.items())]

@@ -17,8 +17,6 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from converter.common.errors import UsageError
 
 MODEL_EXPLORER_HINT = "install the `graph` extra: pip install 'hlo-roundtrip[graph]' (ai-edge-model-explorer)"
@@ -102,6 +100,8 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
     """NaN/Inf count of every instruction's value (loop bodies: the last iteration), from
     one run with every instruction tapped; the first instruction holding some whose
     operands hold none is marked (`run --find-nonfinite` names it with its iteration)."""
+    import numpy as np
+
     from converter.tools.bisect import _tapped_run
 
     values, _ = _tapped_run(path, hlo, None, seed, inputs_path, program_loader)
@@ -130,6 +130,8 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
 def compare_overlay(report) -> Overlay:
     """compare's largest relative error of every matched instruction of A; the first
     divergence marked."""
+    import numpy as np
+
     values = {p.a: float(p.diff.max_rel) if np.isfinite(p.diff.max_rel) else 1e30 for p in report.pairs}
     return Overlay(f"max relative error vs {os.path.basename(report.path_b)}", values,
                    [p.a for p in report.pairs if p.first])
