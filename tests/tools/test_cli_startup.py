@@ -66,7 +66,7 @@ def test_parsing_the_command_line_loads_nothing_heavy():
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     for step in report:
-        assert not _heavy(step["added"]), f"{' '.join(step['argv'])} loaded {_heavy(step["added"])[:8]}"
+        assert not _heavy(step["added"]), f"{' '.join(step['argv'])} loaded {_heavy(step['added'])[:8]}"
     codes = {" ".join(step["argv"]): step["code"] for step in report[1:]}
     assert codes["--version"] == 0 and codes["--help"] == 0 and codes["convert --help"] == 0
     assert codes[""] == 2  # no command: the help, exit 2
