@@ -6,8 +6,7 @@ types only)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from converter.common.lazy import lazy_exports
 
 _EXPORTS = {
     "Computation": "converter.hlo.ir", "Instruction": "converter.hlo.ir", "Layout": "converter.hlo.ir",
@@ -18,9 +17,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'converter.hlo' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

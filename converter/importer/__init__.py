@@ -7,17 +7,11 @@ the rule table when it is imported."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from converter.common.lazy import lazy_exports
 
 _EXPORTS = {"HloImportError": "converter.importer.core", "ImportOptions": "converter.importer.core",
             "import_hlo": "converter.importer.core"}
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'converter.importer' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
