@@ -18,7 +18,8 @@ less than the wall time.  Rows:
   text, in this process: the yardstick of what reading the dump costs natively.
 
 The command lines run this checkout (`python -m converter`, the checkout first on
-PYTHONPATH), with the interpreter running this script unless `--python` names another.
+PYTHONPATH), with the interpreter running this script unless `--python` names another, and
+with Python's bytecode cache on (as an installed package has it).
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def main() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    # An installed package has its bytecode cached (pip compiles it); with this set, every run
+    # would compile each module from source (~3x the start-up here).  The warm-up round writes
+    # the caches (__pycache__, ignored by git).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cli = [args.python, "-m", "converter"]
     with tempfile.TemporaryDirectory() as tmp:
         commands = {
