@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 import sys
-import statistics
-import zipfile
 from typing import TYPE_CHECKING
 
 from converter.common.errors import ConverterError
@@ -88,6 +86,8 @@ def _literal(text: str, spec: str) -> np.ndarray:
 
 
 def load_npy(path: str, spec: str) -> np.ndarray:
+    import zipfile
+
     import numpy as np
 
     from converter.runtime.npzcheck import check_npy_header
@@ -163,6 +163,8 @@ def format_literals(names: list[str], arrays: list[np.ndarray], mode: str) -> st
 
 
 def format_iterations(times: list[float]) -> str:
+    import statistics
+
     ms = [t * 1e3 for t in times]
     return (f"execute x {len(ms)}: min {min(ms):.3f} ms, median {statistics.median(ms):.3f} ms, "
             f"mean {statistics.fmean(ms):.3f} ms, max {max(ms):.3f} ms"

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import io
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -80,6 +77,9 @@ class CommandCheck(Check):
         self.workdir = workdir
 
     def fails(self, candidate: Candidate) -> bool:
+        import shlex
+        import subprocess
+
         import numpy as np
 
         hlo_path = os.path.join(self.workdir, "candidate.hlo")
@@ -318,6 +318,8 @@ def add_bisect_parser(sub) -> None:
 
 
 def cmd_bisect(args) -> int:
+    import tempfile
+
     import numpy as np
 
     from converter.common.files import write_atomic

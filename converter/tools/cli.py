@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -249,6 +248,8 @@ def _warn_elided(module) -> None:
 
 
 def cmd_inspect(args) -> int:
+    import json
+
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
     from converter.tools.inspect import format_summary, summarize

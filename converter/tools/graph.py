@@ -12,7 +12,6 @@ The ids are read from the adapter's own graph of the same file, never guessed.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +23,8 @@ MODEL_EXPLORER_HINT = "install the `graph` extra: pip install 'hlo-roundtrip[gra
 
 def adapter_graphs(mlir_path: str) -> list[dict]:
     """The graphs Model Explorer's MLIR adapter builds from a .mlir file."""
+    import json
+
     try:
         import ai_edge_model_explorer_adapter as adapter
     except ImportError:
