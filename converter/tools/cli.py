@@ -28,6 +28,14 @@ from converter.importer.taps import add_tap_args  # noqa: E402
 
 
 def _version() -> str:
+    # The installed distribution's directory names its version (PEP 376/627), which is what
+    # importlib.metadata would read first on sys.path; importing that module (its e-mail
+    # header parser, pathlib, zipfile) costs more than the rest of `--version`.
+    import glob
+
+    for entry in sys.path:
+        for found in glob.glob(os.path.join(glob.escape(entry or "."), "hlo_roundtrip-*.dist-info")):
+            return os.path.basename(found)[len("hlo_roundtrip-"):-len(".dist-info")]
     from importlib import metadata
 
     try:
