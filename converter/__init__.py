@@ -11,14 +11,14 @@ logging before jaxlib loads.
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import Any
 
 # jaxlib's C++ logging (its device list at INFO, each time a CPU client starts) is noise in a
 # user's program and on the command line; jaxlib reads this when it loads, so it is set
 # before any of our modules imports jaxlib.  A value the user set is kept.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+from converter.common.lazy import lazy_exports  # noqa: E402  (imports nothing of jaxlib)
 
 _EXPORTS = {
     "convert_file": "converter.runtime.convert", "convert_module": "converter.runtime.convert", "convert_text": "converter.runtime.convert",
@@ -32,9 +32,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'converter' has no attribute '{name}'")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

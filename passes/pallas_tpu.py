@@ -16,14 +16,17 @@ are padded to whole blocks, as Pallas pads the edge blocks, and cut back afterwa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
-from passes.mosaic import translate as tr
 from passes.mosaic.kernel import WHOLE, Kernel, KernelError, read_kernel
 from passes.lib.registry import PassOptions, register_pass
+
+if TYPE_CHECKING:  # the translator loads when a module holds a kernel, not at registration
+    from passes.mosaic import translate as tr
 
 TARGET = "tpu_custom_call"
 
@@ -55,6 +58,8 @@ def _blocks(shape: list[int], bounds: list[int]) -> list[int]:
 
 
 def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
+    from passes.mosaic import translate as tr
+
     i32 = tr.i32()
     grid = kernel.iteration_bounds
     # A grid axis whose size is only known at run time (a negative bound in the kernel)
@@ -168,6 +173,8 @@ def lower_call(op: ir.Operation, kernel: Kernel) -> list[ir.Value]:
 def _as_kernel_type(x: ir.Value, arg: ir.Value) -> ir.Value:
     """An operand in the element type of the kernel's memref: Mosaic integers are
     signless (an HLO u32 is an i32 there), and a bool may be stored wider."""
+    from passes.mosaic import translate as tr
+
     return _retype(x, tr.element_type(ir.MemRefType(arg.type).element_type))
 
 
@@ -185,6 +192,8 @@ def _retype(x: ir.Value, element: ir.Type) -> ir.Value:
 
 def _whole(t: tr.Translator, array: ir.Value, arg: ir.Value) -> tr.Ref:
     """A Ref to a whole array (memory space ANY or SMEM, scratch)."""
+    from passes.mosaic import translate as tr
+
     shape = list(ir.MemRefType(arg.type).shape)
     full = builders.shape_of(array)
     dims = tr.squeeze_dims(full, shape)

@@ -27,7 +27,6 @@ from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
 from passes.mosaic.kernel import KernelError
 from passes.triton import jax_triton_call
-from passes.triton import translate as tr
 from passes.triton.kernel import TritonKernel, read_kernel, read_text_kernel
 
 TARGET = "__gpu$xla.gpu.triton"
@@ -149,6 +148,8 @@ def mosaic_gpu_refusal(op: ir.Operation) -> str:
 
 def _pointee(arg: ir.Value) -> ir.Type:
     """The element type a kernel pointer argument points to, in the module's context."""
+    from passes.triton import translate as tr
+
     m = re.fullmatch(r"!tt\.ptr<([^,>]+)(?:,\s*\d+)?>", str(arg.type))
     if m is None:
         raise KernelError(f"kernel argument of type {arg.type} (only pointers are supported)")
@@ -177,6 +178,8 @@ def lower_call(op: ir.Operation, kernel: TritonKernel,
     """The call's results.  `parameters` (jax-triton): the kernel's arguments, arrays bound
     to the call's operands and then its results, scalars as constants; None (Pallas): every
     argument is a pointer, operands then results."""
+    from passes.triton import translate as tr
+
     operands = list(op.operands)
     out_types = [ir.RankedTensorType(r.type) for r in op.results]
     args = kernel.arguments

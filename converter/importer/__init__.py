@@ -1,7 +1,17 @@
 """HLO IR → StableHLO: the importer (`core`) and its rules, one module per opcode family
-(`rules`), registered in one table (`registry`)."""
+(`rules`), registered in one table (`registry`).
 
-from converter.importer import rules  # noqa: F401  (fills the rule table)
-from converter.importer.core import HloImportError, ImportOptions, import_hlo
+Names are imported on first use, so that a light module of this package (`taps`: the
+tap requests the command line parses) does not load MLIR and every rule; `core` fills
+the rule table when it is imported."""
 
-__all__ = ["HloImportError", "ImportOptions", "import_hlo"]
+from __future__ import annotations
+
+from converter.common.lazy import lazy_exports
+
+_EXPORTS = {"HloImportError": "converter.importer.core", "ImportOptions": "converter.importer.core",
+            "import_hlo": "converter.importer.core"}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

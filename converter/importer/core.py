@@ -9,6 +9,7 @@ found through the table in `converter.importer.registry`.
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -138,7 +139,6 @@ class ModuleImporter:
         # whether an instruction runs once per execution read it.
         self.imports_of: dict[str, int] = {}
         self.module: ir.Module | None = None
-        self._rng = np.random.default_rng(self.options.seed)
         # Taps (converter.importer.taps): the plan, and one {instruction: leaves} per block being
         # imported whose values can leave it (the entry's, each while body's).
         self.tap_plan = None
@@ -148,6 +148,12 @@ class ModuleImporter:
         # merge_duplicates: per block, merge key -> entry (see ComputationImporter.run).
         self._merge_tables: dict[ir.Block, dict[tuple, list]] | None = \
             {} if self.options.merge_duplicates is not None else None
+
+    @functools.cached_property
+    def _rng(self) -> np.random.Generator:
+        """The generator of the made-up values of elided constants: made when the first
+        one is (numpy.random is not loaded for the modules that have none)."""
+        return np.random.default_rng(self.options.seed)
 
     def merge_table(self) -> dict[tuple, list] | None:
         """The instructions imported so far into the block being built, by merge key; None
@@ -886,3 +892,8 @@ def import_hlo(hlo: Module, options: ImportOptions | None = None, context: ir.Co
         raise HloImportError(f"the imported module does not verify (an importer bug; please report it):\n{e}",
                              None, hlo.path) from None
     return module
+
+
+# The rules register themselves in the table `find_rule` reads; they import this module's
+# helpers, so they are imported once those exist (the package's __init__ is kept light).
+from converter.importer import rules  # noqa: E402,F401

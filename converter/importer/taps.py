@@ -30,12 +30,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from converter.common.errors import ConverterError
 from converter.common.suggest import did_you_mean
 from converter.hlo.ir import Computation, Instruction, Module
-from converter.hlo.printer import module_to_text
 
 # Computation-valued attributes whose computation is imported in line with the caller
 # (its values are values of the caller's block) and those that are a while body.
@@ -214,6 +211,8 @@ def trip_count(hlo: Module, caller: Computation, loop: Instruction) -> int | Non
         instr = comp.by_name.get(name)
         if instr is None or instr.opcode != "constant" or instr.literal is None:
             return None
+        import numpy as np
+
         arr = np.asarray(instr.literal)
         return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
 
@@ -341,6 +340,8 @@ def truncated_module(hlo: Module, name: str) -> str:
     HLO, which XLA's CPU compiler takes whatever backend the dump came from."""
     import copy
     import dataclasses
+
+    from converter.hlo.printer import module_to_text
 
     m = copy.deepcopy(hlo)
     entry = m.entry

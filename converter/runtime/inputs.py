@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import re
 import sys
-import statistics
-import zipfile
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from converter.hlo import dtypes
 from converter.common.errors import ConverterError
+
+if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
+    import numpy as np
 
 # Short names users type for element types, beside HLO's own.
 _ALIASES = {"i1": "pred", "bool": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64",
@@ -41,6 +40,10 @@ def _param_index(program, key: str, spec: str) -> int:
 
 def _literal(text: str, spec: str) -> np.ndarray:
     """`2x3xf32=1,2,3,4,5,6`, `f32=2.5`, `4xbf16=1` (one value fills the array)."""
+    import numpy as np
+
+    from converter.hlo import dtypes
+
     shape_text, _, values = text.partition("=")
     parts = shape_text.split("x")
     element_type = _ALIASES.get(parts[-1], parts[-1])
@@ -70,6 +73,10 @@ def _literal(text: str, spec: str) -> np.ndarray:
 
 
 def load_npy(path: str, spec: str) -> np.ndarray:
+    import zipfile
+
+    import numpy as np
+
     from converter.runtime.npzcheck import check_npy_header
 
     check_npy_header(path)
@@ -90,6 +97,8 @@ def build_inputs(program, specs: list[str], inputs_path: str | None, seed: int,
     """The arguments: random from `seed`, replaced by `--inputs` and then by each
     `--input` in order; and the indices the user gave.  A value given for one device is
     used on every device, unless `whole` (the user's values are whole arrays, to split)."""
+    import numpy as np
+
     from converter.runtime.program import read_inputs
 
     arrays: list[np.ndarray | None] = [None] * len(program.params)
@@ -123,6 +132,8 @@ SUMMARY_WHOLE_UP_TO = 100  # elements
 
 
 def format_literals(names: list[str], arrays: list[np.ndarray], mode: str) -> str:
+    import numpy as np
+
     out = []
     # A summary: arrays up to 100 elements (a 10x10, a 4x8) whole, larger ones by their corners;
     # lines wide enough for a row of 8 printed floats.
@@ -139,6 +150,8 @@ def format_literals(names: list[str], arrays: list[np.ndarray], mode: str) -> st
 
 
 def format_iterations(times: list[float]) -> str:
+    import statistics
+
     ms = [t * 1e3 for t in times]
     return (f"execute x {len(ms)}: min {min(ms):.3f} ms, median {statistics.median(ms):.3f} ms, "
             f"mean {statistics.fmean(ms):.3f} ms, max {max(ms):.3f} ms"

@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import io
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
-from typing import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable
 
 from converter.common.errors import ConverterError, UsageError
 from converter.hlo.ir import Computation, Module
 from converter.tools.extract import ExtractError, cut_instructions, extract_module, inputs_path_for
+
+if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
+    import numpy as np
 
 # Computation-valued attributes whose computation bisect enters when it is the root.
 ENTERED = {("fusion", "calls"), ("call", "to_apply")}
@@ -79,6 +77,11 @@ class CommandCheck(Check):
         self.workdir = workdir
 
     def fails(self, candidate: Candidate) -> bool:
+        import shlex
+        import subprocess
+
+        import numpy as np
+
         hlo_path = os.path.join(self.workdir, "candidate.hlo")
         npz_path = inputs_path_for(hlo_path)
         with open(hlo_path, "w", encoding="utf-8") as f:
@@ -93,6 +96,8 @@ class CommandCheck(Check):
 
 
 def _nonfinite(arrays) -> bool:
+    import numpy as np
+
     for a in arrays:
         a = np.asarray(a)
         if a.dtype.kind == "c" or a.dtype.kind == "f" or a.dtype.name.startswith(("bfloat", "float")):
@@ -135,6 +140,8 @@ class DivergesCheck(Check):
         self.values_b, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b)
 
     def _agree(self, a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+        import numpy as np
+
         from converter.runtime.compare import compare
 
         return len(a) == len(b) and all(
@@ -142,6 +149,8 @@ class DivergesCheck(Check):
             for x, y in zip(a, b))
 
     def fails(self, candidate: Candidate) -> bool:
+        import numpy as np
+
         from converter.runtime.xla_oracle import run_with_xla
 
         b_root = self.match.get(candidate.root)
@@ -158,6 +167,8 @@ class DivergesCheck(Check):
 def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
                 program_loader=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray]]:
     """Every instruction's value (array leaves) in one run of the dump, and its inputs."""
+    import numpy as np
+
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, resolve
 
@@ -307,6 +318,10 @@ def add_bisect_parser(sub) -> None:
 
 
 def cmd_bisect(args) -> int:
+    import tempfile
+
+    import numpy as np
+
     from converter.common.files import write_atomic
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text

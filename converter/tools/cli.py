@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -30,6 +29,14 @@ from converter.tools.options import (  # noqa: E402  (argparse only; no jaxlib i
 
 
 def _version() -> str:
+    # The installed distribution's directory names its version (PEP 376/627), which is what
+    # importlib.metadata would read first on sys.path; importing that module (its e-mail
+    # header parser, pathlib, zipfile) costs more than the rest of `--version`.
+    import glob
+
+    for entry in sys.path:
+        for found in glob.glob(os.path.join(glob.escape(entry or "."), "hlo_roundtrip-*.dist-info")):
+            return os.path.basename(found)[len("hlo_roundtrip-"):-len(".dist-info")]
     from importlib import metadata
 
     try:
@@ -41,6 +48,12 @@ def _version() -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse with a suggestion for a misspelled choice (Python's own `suggest_on_error`
     is 3.14+); subcommands' parsers are of this class too (add_subparsers copies it)."""
+
+    @property
+    def version(self) -> str:
+        """What `--version` prints (argparse's version action reads it when the option is
+        given): the installed metadata is read then, not at every start."""
+        return f"hlo-roundtrip {_version()}"
 
     def error(self, message: str):  # type: ignore[override]
         from converter.common.suggest import did_you_mean
@@ -95,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "StableHLO that recompiles and runs on CPU.")
     parser.add_argument("--debug", action="store_true",
                         help="show Python tracebacks on errors (accepted anywhere on the command line)")
-    parser.add_argument("--version", action="version", version=f"hlo-roundtrip {_version()}")
+    parser.add_argument("--version", action="version")  # the text: _Parser.version
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("convert", help="HLO text → StableHLO (.mlir, bytecode or portable artifact)")
@@ -239,6 +252,8 @@ def _warn_elided(module) -> None:
 
 
 def cmd_inspect(args) -> int:
+    import json
+
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
     from converter.tools.inspect import format_summary, summarize
@@ -295,6 +310,7 @@ def _print_targets() -> int:
 
 def cmd_rules(args) -> int:
     """Every opcode the importer reads, with the file and function of its rule."""
+    import converter.importer.rules  # noqa: F401  (fills the table)
     from converter.importer.registry import RULE_FACTORIES, RULES
 
     rows = [(opcode, _source_file(rule), rule.__name__) for opcode, rule in sorted(RULES.items())]

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import sys
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from converter.common.errors import ConverterError
-from converter.runtime.compare import DUMP_ULPS, Difference, compare, ulp_tolerance
 from converter.hlo.ir import Instruction, Module
 from converter.importer.taps import INLINED, LOOP_BODY, TapRequest, called_computations, tap_path
+
+if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
+    import numpy as np
+
+    from converter.runtime.compare import Difference
 
 Key = tuple[str, str, str, str]
 
@@ -245,6 +247,8 @@ class Side:
         return self.program.num_devices
 
     def inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        import numpy as np
+
         from converter.runtime.sharding import split_global
 
         out = []
@@ -288,6 +292,8 @@ def _line_up(va: tuple[np.ndarray | None, bool],
     A stack of per-device copies is compared copy by copy with the other side's global
     value; it stands for one global value only when its copies are identical (else it is a
     shard or a partial sum that happens to have the global shape)."""
+    import numpy as np
+
     (a, stack_a), (b, stack_b) = va, vb
     if a is None or b is None:
         return "the dump gives no sharding for it, so its per-device values cannot be assembled"
@@ -320,6 +326,7 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
     from converter.runtime.program import program_from_module, read_inputs
+    from converter.runtime.compare import compare, ulp_tolerance
 
     options = options or ConvertOptions()
 
@@ -428,6 +435,8 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
 
 
 def _describe_tolerance(program, rtol: float | None, atol: float | None, ulps: float | None) -> str:
+    from converter.runtime.compare import DUMP_ULPS, ulp_tolerance
+
     dtypes = sorted({s.dtype for s in program.results if s.dtype.kind in "fcV" or "float" in s.dtype.name},
                     key=lambda d: d.name)
     measure = "of max(|A's value|, the RMS of both tensors)"
@@ -520,6 +529,8 @@ def _global_inputs(sides: list[Side], inputs_path: str | None, seed: int) -> lis
     """Whole arrays, one per parameter: from `inputs_path` (keyed arg0..argN), or random
     from `seed` in the global shape (a whole side's parameter shape, or a partitioned
     side's per-device shape times its sharding's tile counts)."""
+    import numpy as np
+
     from converter.runtime.program import _random_values, read_inputs
     from converter.runtime.sharding import _parse
 

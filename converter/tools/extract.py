@@ -22,13 +22,14 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from converter.common.errors import ConverterError, UsageError
 from converter.hlo.ir import Computation, Instruction, Module, split_operand
-from converter.hlo.printer import module_to_text
 from converter.importer.taps import called_computations, tap_path
+
+if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
+    import numpy as np
 
 INLINED_OPCODES = {"fusion": "calls", "call": "to_apply"}
 # Annotations of the dump's backend and partitioning that XLA's CPU compiler would read as
@@ -346,6 +347,8 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     """The HLO text computing instruction `name` (with `producers` levels of its producers)
     from parameters, the parameters' values (`operand_values`: per operand instruction
     outside the cut, its array leaves' values), and what each parameter holds."""
+    from converter.hlo.printer import module_to_text
+
     comp, instr = find_instruction(hlo, name)
     if instr.opcode == "parameter":
         raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} is a parameter: there is no "
@@ -437,6 +440,8 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
             input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
             device: int = 0, cut_from: list[str] | None = None) -> Extracted:
     """Run the dump with taps on NAME's operands (and NAME) and build the module."""
+    import numpy as np
+
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, trip_count
 
@@ -558,6 +563,7 @@ def tapped_program_loader(args):
 
 
 def cmd_extract(args) -> int:
+    import numpy as np
     import io
 
     from converter.common.files import write_atomic

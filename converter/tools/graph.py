@@ -12,12 +12,9 @@ The ids are read from the adapter's own graph of the same file, never guessed.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from converter.common.errors import UsageError
 
@@ -26,6 +23,8 @@ MODEL_EXPLORER_HINT = "install the `graph` extra: pip install 'hlo-roundtrip[gra
 
 def adapter_graphs(mlir_path: str) -> list[dict]:
     """The graphs Model Explorer's MLIR adapter builds from a .mlir file."""
+    import json
+
     try:
         import ai_edge_model_explorer_adapter as adapter
     except ImportError:
@@ -120,6 +119,8 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
     """NaN/Inf count of every instruction's value (loop bodies: the last iteration), from
     one run with every instruction tapped; the first instruction holding some whose
     operands hold none is marked (`run --find-nonfinite` names it with its iteration)."""
+    import numpy as np
+
     from converter.tools.bisect import _tapped_run
 
     values, _ = _tapped_run(path, hlo, None, seed, inputs_path, program_loader)
@@ -148,6 +149,8 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
 def compare_overlay(report) -> Overlay:
     """compare's largest relative error of every matched instruction of A; the first
     divergence marked."""
+    import numpy as np
+
     values = {p.a: float(p.diff.max_rel) if np.isfinite(p.diff.max_rel) else 1e30 for p in report.pairs}
     return Overlay(f"max relative error vs {os.path.basename(report.path_b)}", values,
                    [p.a for p in report.pairs if p.first])

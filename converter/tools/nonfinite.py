@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from converter.common.errors import ConverterError
+
+if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
+    import numpy as np
 
 EXIT_NONE, EXIT_FOUND = 0, 3
 
@@ -41,6 +43,8 @@ class Origin:
 
 def origins(plan, rows: np.ndarray, hlo, device: int = 0) -> list[Origin]:
     """Every origin the rows record, in the order they happened."""
+    import numpy as np
+
     out = []
     for i in np.flatnonzero(rows[:, -1] > 0):
         item = plan.items[int(i)]
@@ -75,6 +79,8 @@ def find_nonfinite(program, arrays, keep_fusions: bool = False) -> list[Origin]:
     """Run a program converted with ImportOptions(find_nonfinite=True) and return the
     origins, first first (per device for a multi-device module: the earliest device's
     first, then the others)."""
+    import numpy as np
+
     from converter.importer.nonfinite_monitor import monitor_plan
 
     hlo = program.hlo

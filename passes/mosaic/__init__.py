@@ -2,7 +2,6 @@
 
 `kernel` decodes and parses a kernel into its own MLIR context; `translate` runs its body
 op by op into StableHLO on tensors (memory windows become SSA state), with the op
-families in `arith`, `vector` and `memory` registered into one table.
+families in `arith`, `vector` and `memory` registered into one table when `translate` is
+imported (registering the passes that read kernels does not load them).
 """
-
-from passes.mosaic import arith, memory, vector  # noqa: F401  (each registers its op rules)

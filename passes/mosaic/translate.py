@@ -420,3 +420,8 @@ def _trace_marker(t: Translator, op: ir.Operation) -> None:
 @rule("func.call")
 def _call(t: Translator, op: ir.Operation) -> None:
     raise KernelError("func.call inside a kernel is not supported")
+
+
+# The op families register their rules in RULES; they import this module's helpers, so
+# they are imported once those exist (the package's __init__ is kept light).
+from passes.mosaic import arith, memory, vector  # noqa: E402,F401

@@ -7,7 +7,8 @@ its grid and its parameters (an array pointer, or a scalar of a given type, in t
 argument order).
 
 The message classes are built at run time from a descriptor matching triton.proto (field
-numbers as there); protobuf is already a dependency (converter/hlo/proto).  An autotuned
+numbers as there); protobuf is already a dependency (converter/hlo/proto), imported when a
+call is read (every conversion registers this module's targets; few hold such a call).  An autotuned
 set is read as its first config: each config computes the same values (the autotuner
 times them and keeps the fastest); the config's description is kept for messages.
 """
@@ -17,24 +18,27 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from typing import TYPE_CHECKING
 
 from passes.mosaic.kernel import KernelError
 
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pool
+
 TARGETS = ("triton_kernel_call_ffi", "triton_kernel_call")
-F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "jax_triton"
 
 # Scalar parameter kinds: the oneof field of TritonKernelCall.Parameter → (number, proto
-# type, the kernel argument type it passes).
-SCALAR_KINDS = {"bool_": (2, F.TYPE_BOOL, "i1"), "i32": (3, F.TYPE_INT32, "i32"), "u32": (4, F.TYPE_UINT32, "i32"),
-                "i64": (5, F.TYPE_INT64, "i64"), "u64": (6, F.TYPE_UINT64, "i64"), "f32": (7, F.TYPE_FLOAT, "f32"),
-                "f64": (8, F.TYPE_DOUBLE, "f64")}
+# type (a FieldDescriptorProto.Type name), the kernel argument type it passes).
+SCALAR_KINDS = {"bool_": (2, "TYPE_BOOL", "i1"), "i32": (3, "TYPE_INT32", "i32"), "u32": (4, "TYPE_UINT32", "i32"),
+                "i64": (5, "TYPE_INT64", "i64"), "u64": (6, "TYPE_UINT64", "i64"), "f32": (7, "TYPE_FLOAT", "f32"),
+                "f64": (8, "TYPE_DOUBLE", "f64")}
 
 
 def _field(msg, name: str, number: int, kind: int, type_name: str = "", repeated: bool = False,
            oneof: int | None = None, proto3_optional: bool = False):
+    from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+
     f = msg.field.add(name=name, number=number, type=kind,
                       label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
     if type_name:
@@ -48,6 +52,9 @@ def _field(msg, name: str, number: int, kind: int, type_name: str = "", repeated
 
 @lru_cache(maxsize=1)
 def _pool() -> descriptor_pool.DescriptorPool:
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    F = descriptor_pb2.FieldDescriptorProto
     fd = descriptor_pb2.FileDescriptorProto(name="hlo_roundtrip_jax_triton.proto", package=_PACKAGE, syntax="proto3")
     kernel = fd.message_type.add(name="TritonKernel")
     for name, number, kind in (("kernel_name", 1, F.TYPE_STRING), ("num_warps", 2, F.TYPE_UINT32),
@@ -65,7 +72,7 @@ def _pool() -> descriptor_pool.DescriptorPool:
     param.oneof_decl.add(name="value")
     _field(param, "array", 1, F.TYPE_MESSAGE, "TritonKernelCall.Parameter.Array", oneof=0)
     for name, (number, kind, _) in SCALAR_KINDS.items():
-        _field(param, name, number, kind, oneof=0)
+        _field(param, name, number, getattr(F, kind), oneof=0)
     _field(call, "kernel", 1, F.TYPE_MESSAGE, "TritonKernel")
     for k in range(3):
         _field(call, f"grid_{k}", 2 + k, F.TYPE_UINT32)
@@ -97,6 +104,8 @@ def _pool() -> descriptor_pool.DescriptorPool:
 
 def message_class(name: str):
     """The class of message `jax_triton.<name>` (TritonAnyKernelCall, TritonKernelCall, ...)."""
+    from google.protobuf import message_factory
+
     return message_factory.GetMessageClass(_pool().FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
