@@ -163,7 +163,7 @@ def run_passes(module: ir.Module, pipeline: Pipeline, options: ConvertOptions | 
     import os
 
     from converter.mlir.module_attributes import module_devices
-    from converter.runtime.program import reserve_cpu_devices
+    from converter.runtime.devices import reserve_cpu_devices
 
     if not isinstance(options, ConvertOptions):
         options = ConvertOptions(pass_options=options or PassOptions(path=path))
@@ -197,7 +197,7 @@ def convert_module(hlo: Module, options: ConvertOptions | None = None, *, timing
         merge = merge_before_cse(options.pipeline)
         if merge is not None:
             import_options = dataclasses.replace(import_options, merge_duplicates=merge)
-    from converter.runtime.program import reserve_cpu_devices
+    from converter.runtime.devices import reserve_cpu_devices
 
     reserve_cpu_devices(hlo.num_devices)  # before anything (a rule, a plug-in's lowering) starts JAX
     start = time.perf_counter()

@@ -291,6 +291,7 @@ def _run(o: RunOptions, process_started: float | None) -> int:
     stages = _Stages()
     with stages.timed("imports (jax, jaxlib, passes)"):
         from converter.runtime import convert as conversion
+        from converter.runtime import devices
         from converter.runtime import program as runtime
         from converter.hlo.proto import read_snapshot
         import jax  # noqa: F401  (imported here, it is not counted as converting)
@@ -298,7 +299,7 @@ def _run(o: RunOptions, process_started: float | None) -> int:
     progress = _Progress()
     done = _Outcome()
     if o.group is not None:  # joined once conversion knows the device count, before anything starts JAX
-        runtime.device_setup = lambda count: distributed.join(o.group, count, o.heartbeat_timeout)
+        devices.device_setup = lambda count: distributed.join(o.group, count, o.heartbeat_timeout)
     try:
         progress("convert")
         with stages.timed("read snapshot"):
