@@ -14,15 +14,17 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 TARGETS = ("cudnn_rnn_ffi", "cudnn_rnn_bwd_ffi", "hipdnn_rnn_ffi", "hipdnn_rnn_bwd_ffi")
 
 
 @register_pass("cudnn-rnn", "jax.experimental.rnn's cuDNN LSTM calls → refused by name with the remedy",
-               targets=TARGETS)
-def refuse_cudnn_rnn(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+               targets=TARGETS, preserves={Fact.USES})
+def refuse_cudnn_rnn(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         raise rewrite.op_error(
             op, "jax.experimental.rnn's cuDNN LSTM has no portable rewrite (its sizes are in the opaque cuDNN "
                 "descriptor and its weights in cuDNN's packing); give it a CPU meaning with a plug-in "
