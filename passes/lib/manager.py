@@ -136,7 +136,7 @@ def verify(module: ir.Module, after: list[str]) -> None:
         if not passes:
             error = PassError(f"the module does not verify before the first pass:\n{e}")
         elif len(passes) == 1:
-            declared = f" (it is registered as keeping {Fact.VALID})" if passes[0] in PASSES and \
+            declared = " (it is registered as keeping Fact.VALID)" if passes[0] in PASSES and \
                 PASSES[passes[0]].keeps(Fact.VALID) else ""
             error = PassError(f"pass '{passes[0]}' produced an invalid module{declared}:\n{e}")
         else:

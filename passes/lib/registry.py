@@ -77,6 +77,12 @@ class Pass:
     def keeps(self, fact: Fact) -> bool:
         return fact in self.preserves
 
+    def contract(self) -> str:
+        """What the pass declares, in words (`hlo-roundtrip passes --verbose`)."""
+        kept = ", ".join(str(f) for f in Fact if f in self.preserves) or "nothing"
+        uses = " (drops some uses: may_drop_use)" if self.may_drop_use is not None else ""
+        return f"keeps {kept}{uses}" + ("; needs a valid module" if self.needs_valid_input else "")
+
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}

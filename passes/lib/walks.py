@@ -217,5 +217,5 @@ class WalkTracker:
                                 f"({len(walked)} found, {len(derived.ops)} expected)")
         if self._targets is not None and p.keeps(Fact.CALL_TARGETS) and not walk.targets <= self._targets:
             new = ", ".join(f"'{t}'" for t in sorted(walk.targets - self._targets))
-            raise PassError(f"pass '{p.name}' is registered as keeping {Fact.CALL_TARGETS} (writing no custom-call of a "
+            raise PassError(f"pass '{p.name}' is registered as keeping Fact.CALL_TARGETS (writing no custom-call of a "
                             f"target the module did not hold), but it wrote calls of {new}")

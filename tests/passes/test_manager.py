@@ -271,19 +271,8 @@ def test_passes_see_options_io():
     assert "IR after cse" in out.getvalue()
 
 
-def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch, tmp_path):
+def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(tmp_path, walk_count):
     from passes.lib import rewrite
-    from passes.lib import walks as walks_module
-
-    walks = []
-
-    class CountedIndex(walks_module.OpIndex):
-        def __init__(self, module, ops=None, kinds=None, *, keep=None):
-            if ops is None:  # a walk (an index derived from another is not)
-                walks.append(1)
-            super().__init__(module, ops, kinds, keep=keep)
-
-    monkeypatch.setattr(walks_module, "OpIndex", CountedIndex)
 
     def unchanged(module: ir.Module, options: PassOptions, walks) -> bool:
         return False
@@ -306,21 +295,21 @@ def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_
     register_pass("test-wants-tanh", "test only", ops=("stablehlo.tanh",))(lambda m, o, w: ran.append(1))
     try:
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-unchanged", "test-wants-call", "test-unchanged"])
-        assert len(walks) == 1  # what the first walk found still holds after a pass that changed nothing
-        walks.clear()
+        assert len(walk_count) == 1  # what the first walk found still holds after a pass that changed nothing
+        walk_count.clear()
         # ... also the walk of a pass that found the module unchanged
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"])
-        assert len(walks) == 1
+        assert len(walk_count) == 1
         # A pass that changed nothing is still written after, as every other one.
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"],
                      dump_dir=str(tmp_path))
         assert sorted(p.name for p in tmp_path.iterdir()) == ["00-import.mlir", "01-test-walks-unchanged.mlir",
                                                                "02-test-unchanged.mlir"]
-        walks.clear()
+        walk_count.clear()
         # After a pass that writes no new custom-call the targets are known (none here);
         # the ops are not: a pass that looks for ops walks again and finds the new tanh.
         report = run_pipeline(convert_text(MODULE, pipeline="none"), ["test-keeps", "test-wants-call", "test-wants-tanh"])
-        assert len(walks) == 2 and ran == [1]
+        assert len(walk_count) == 2 and ran == [1]
         assert [n for n, _ in report.timings] == ["test-keeps", "test-wants-call", "test-wants-tanh", "verify"]
     finally:
         for name in ("test-unchanged", "test-walks-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
@@ -335,7 +324,7 @@ ENTRY main {
 """
 
 
-def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
+def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch, walk_count):
     """After a pass that keeps Fact.OPS_BUT_ITS_CALLS (strip-annotations, cublas-gemm,
     te-fused-attention) the manager derives the module's custom-calls, ifs, cases,
     convolutions and collectives from the walk the pass read, instead of walking again:
@@ -348,17 +337,7 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     from converter.hlo.parser import parse_hlo
     from converter.importer.core import import_hlo
     from passes.lib import manager, rewrite
-    from passes.lib import walks as walks_module
 
-    walks = []
-
-    class CountedIndex(walks_module.OpIndex):
-        def __init__(self, module, ops=None, kinds=None, *, keep=None):
-            if ops is None:
-                walks.append(1)
-            super().__init__(module, ops, kinds, keep=keep)
-
-    monkeypatch.setattr(walks_module, "OpIndex", CountedIndex)
     allow = {"__cublas$lt$matmul", "te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi"}
     sample = "samples/gpu_maxtext_train_step_te_fused_attention.hlo"
     hlo = parse_hlo(open(sample).read(), sample)
@@ -366,7 +345,7 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     real_verify = manager.verify
     monkeypatch.setattr(manager, "verify", lambda module, after: verified.append(list(after)) or real_verify(module, after))
     run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow))
-    assert len(walks) == 2
+    assert len(walk_count) == 2
     # Verified once, before cse (which needs a valid module): the passes after cse and
     # canonicalize keep a valid module valid (drop-default-attributes), or changed nothing.
     assert verified == [["cublas-gemm", "te-fused-attention"]]
