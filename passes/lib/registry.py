@@ -8,6 +8,7 @@ pass declares what it keeps of the module (passes.lib.facts).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -104,6 +105,10 @@ def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
+        try:
+            inspect.signature(fn).bind(None, None, None)
+        except TypeError:
+            raise TypeError(f"pass '{name}': a pass is called as fn(module, options, walks)") from None
         PASSES[name] = Pass(name, doc, fn, targets, ops, kept, needs_valid_input, may_drop_use)
         return fn
 

@@ -159,6 +159,8 @@ def test_registration_checks_the_declaration():
         register_pass("test-bad", "test only", may_drop_use=lambda user, value: True)
     with pytest.raises(ValueError, match="OPS_BUT_ITS_CALLS"):
         register_pass("test-bad", "test only", preserves={Fact.OPS_BUT_ITS_CALLS})
+    with pytest.raises(TypeError, match="fn\\(module, options, walks\\)"):
+        register_pass("test-bad", "test only")(lambda module, options: None)
     assert "test-bad" not in PASSES
 
 
