@@ -17,6 +17,7 @@ from jaxlib.mlir import ir
 from passes.lib import rewrite
 from passes.lib.errors import PassError
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 def bound_shape(t: ir.Type) -> list[int] | None:
@@ -129,12 +130,12 @@ def _refine(module: ir.Module, path: str) -> None:
 
 @register_pass("bounds-to-static",
                "run bounded dynamic entry arrays at their bounds: every bounded dynamic type at its bound")
-def bounds_to_static(module: ir.Module, options: PassOptions) -> None:
+def bounds_to_static(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     if _main(module) is None or not has_dynamic_entry(module):
         return
     path = options.path or "<module>"
     # At the bounds every dynamic size is its bound unless an op sets one from data.
-    if rewrite.walk(module, SIZE_SETTERS):
+    if walks.walk(SIZE_SETTERS):
         _refine(module, path)
     else:
         _to_bounds(module, path)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 COLLECTIVES = rewrite.COLLECTIVE_OPS
 
@@ -42,14 +44,14 @@ def _key(op: ir.Operation) -> tuple:
 
 
 @register_pass("collective-cleanup", "remove unused collectives and merge identical ones (SPMD-safe)",
-               ops=COLLECTIVES, keeps_targets=True)
-def collective_cleanup(module: ir.Module, options: PassOptions) -> bool:
+               ops=COLLECTIVES, preserves={Fact.CALL_TARGETS})
+def collective_cleanup(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool:
     changed = True
     rounds = 0
     while changed:  # erasing one collective can leave the one feeding it unused
         changed = False
         seen: dict[tuple, list[ir.Operation]] = {}
-        for op in rewrite.walk(module, COLLECTIVES):
+        for op in walks.walk(COLLECTIVES):
             if not any(rewrite.has_uses(r) for r in op.results):
                 op.erase()
                 changed = True

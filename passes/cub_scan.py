@@ -21,7 +21,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 CUB_SCAN = "xla.gpu.ext.cub_scan"
 CUB_SCAN_UNASSIGNED = "xla.gpu.ext.cub_scan_unassigned_scratch_size"
@@ -29,9 +31,9 @@ SUM_KINDS = (1, "1", "SUM", "kSum")  # CubScanOptions.Kind / CubScanKind: 0 inva
 
 
 @register_pass("cub-scan", "CUB inclusive-sum scan calls → reduce_window (cumulative sum)",
-               targets=(CUB_SCAN, CUB_SCAN_UNASSIGNED), keeps_targets=True)
-def lower_cub_scan(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, (CUB_SCAN, CUB_SCAN_UNASSIGNED)):
+               targets=(CUB_SCAN, CUB_SCAN_UNASSIGNED), preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cub_scan(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls((CUB_SCAN, CUB_SCAN_UNASSIGNED)):
         lower_cub_scan_call(op)
 
 

@@ -26,7 +26,9 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 LEGACY_TARGET = "__cub$DeviceRadixSort"
 FFI_TARGETS = ("xla.gpu.ext.cub_sort_keys", "xla.gpu.ext.cub_sort_pairs")
@@ -34,9 +36,9 @@ TARGETS = (LEGACY_TARGET,) + FFI_TARGETS
 
 
 @register_pass("cub-sort", "XLA's CUB radix-sort calls (__cub$DeviceRadixSort, xla.gpu.ext.cub_sort_keys/pairs) → "
-                           "a stable sort in CUB's key order", targets=TARGETS)
-def lower_cub_sort(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+                           "a stable sort in CUB's key order", targets=TARGETS, preserves={Fact.USES})
+def lower_cub_sort(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         lower_sort(op)
 
 

@@ -87,7 +87,9 @@ from converter.hlo.ir import ELEMENT_BITS, FLOAT_TYPES
 from converter.mlir.context import hlo_element_type
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 LEGACY_GEMM = "__cublas$gemm"
 LT_MATMUL = "__cublas$lt$matmul"
@@ -150,10 +152,11 @@ class GemmOperands:
 
 @register_pass("cublas-gemm",
                "cuBLAS/cuBLASLt GEMM custom-calls (epilogues, alpha/beta, fp8 scales, MX) → dot_general + plain ops",
-               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE), keeps_targets=True, erases_only_its_calls=True)
-def lower_cublas_gemm(module: ir.Module, options: PassOptions) -> None:
+               targets=GEMM_TARGETS + (LT_MATMUL_MX, TRIANGULAR_SOLVE),
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_cublas_gemm(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     # One walk: the lowerings write no calls of these targets.
-    gemms, mx, solves = rewrite.custom_calls_of(module, GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)
+    gemms, mx, solves = walks.custom_calls_of(GEMM_TARGETS, LT_MATMUL_MX, TRIANGULAR_SOLVE)
     for op in gemms:
         lower_cublas_matmul(op, options.gemm_block_bytes)
     for op in mx:

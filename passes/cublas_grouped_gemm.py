@@ -25,15 +25,17 @@ from converter.mlir import builders
 from converter.mlir.ragged_dot import ragged_dot
 from passes.cublas_gemm import _dimension_lists, _ints, _is_workspace, _number
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 GROUPED_MATMUL = "__cublas$lt$groupedMatmul"
 
 
 @register_pass("cublas-grouped-gemm", "cuBLASLt grouped GEMM (ragged-dot: MoE experts) → masked dot_general",
-               targets=(GROUPED_MATMUL,), keeps_targets=True)
-def lower_cublas_grouped_gemm(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, GROUPED_MATMUL):
+               targets=(GROUPED_MATMUL,), preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cublas_grouped_gemm(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(GROUPED_MATMUL):
         lower_grouped_matmul(op)
 
 

@@ -24,7 +24,9 @@ from jaxlib.mlir import ir
 from converter.mlir import builders
 from converter.mlir.context import hlo_element_type
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 BLOCK_SCALED_DOT = "__cudnn$blockScaledDot"
 # (operand type, scale type) → block size; block_scaling_rewriter's kBlockSizeMXFP8/NVFP4.
@@ -32,9 +34,9 @@ BLOCK_SIZES = {("f8e4m3fn", "f8e8m0fnu"): 32, ("f8e5m2", "f8e8m0fnu"): 32, ("f4e
 
 
 @register_pass("cudnn-block-scaled-dot", "cuDNN block-scaled dot (MXFP8, NVFP4; swizzled scales) → dequantize + "
-                                         "dot_general", targets=(BLOCK_SCALED_DOT,), keeps_targets=True)
-def lower_cudnn_block_scaled_dot(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, BLOCK_SCALED_DOT):
+                                         "dot_general", targets=(BLOCK_SCALED_DOT,), preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_block_scaled_dot(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(BLOCK_SCALED_DOT):
         lower_block_scaled_dot(op)
 
 

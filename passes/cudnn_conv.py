@@ -30,7 +30,9 @@ from converter.hlo.attribute_grammar import conv_dim_labels
 from converter.hlo.parser import parse_window
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED = (
     "__cudnn$convForward", "__cudnn$convBackwardInput", "__cudnn$convBackwardFilter",
@@ -39,9 +41,9 @@ TARGETS = (FORWARD, BACKWARD_INPUT, BACKWARD_FILTER, FUSED)
 
 
 @register_pass("cudnn-conv", "cuDNN convolution custom-calls (forward, backward input/filter, bias+activation) → "
-                             "stablehlo.convolution", targets=TARGETS, keeps_targets=True)
-def lower_cudnn_conv(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+                             "stablehlo.convolution", targets=TARGETS, preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_conv(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         lower_cudnn_conv_call(op)
 
 

@@ -19,7 +19,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 REORDER_FILTER, REORDER_FILTER_AND_BIAS = "__cudnn$convReorderFilter", "__cudnn$convReorderFilterAndBias"
 TARGETS = (REORDER_FILTER, REORDER_FILTER_AND_BIAS)
@@ -73,7 +75,7 @@ def lower_reorder(op: ir.Operation) -> None:
 
 
 @register_pass("cudnn-conv-reorder", "cuDNN int8x32 filter/bias reorder (__cudnn$convReorderFilter[AndBias]) → "
-               "XLA's reshape/transpose of it", targets=TARGETS, keeps_targets=True)
-def lower_cudnn_conv_reorders(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+               "XLA's reshape/transpose of it", targets=TARGETS, preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_conv_reorders(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         lower_reorder(op)

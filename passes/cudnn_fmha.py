@@ -37,7 +37,9 @@ from passes.lib import rewrite
 from passes.lib.attention import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
                                    lse_from_segment_major, lse_to_segment_major, segment_tokens)
 from passes.lib.flex_attention import flex_backward, flex_forward, score_function
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 FORWARD = ("__cudnn$fmhaSoftmax", "__cudnn$fmhaScaleBiasSoftmax", "__cudnn$fmhaSoftmaxDropout",
            "__cudnn$fmhaScaleBiasSoftmaxDropout")
@@ -160,14 +162,14 @@ def _prepare(op, cfg: dict, q, k, v, bias, lengths, offsets, heads_major: bool, 
 
 @register_pass("cudnn-fmha",
                "XLA cuDNN fused attention (__cudnn$fmha*, forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD + FP8, keeps_targets=True)
-def lower_cudnn_fmha(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, FP8):
+               targets=FORWARD + BACKWARD + FP8, preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_fmha(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(FP8):
         raise rewrite.op_error(op, "FP8 cuDNN attention (descale/scale factors, amax outputs) is not supported")
     # A flex backward rebuilds P with its forward's score function: found before the
     # forward calls are rewritten.
-    forward_functions = [(op, _forward_score_function(op)) for op in rewrite.custom_calls(module, BACKWARD)]
-    for op in rewrite.custom_calls(module, FORWARD):
+    forward_functions = [(op, _forward_score_function(op)) for op in walks.custom_calls(BACKWARD)]
+    for op in walks.custom_calls(FORWARD):
         lower_cudnn_fmha_forward(op, options.attention_block)
     for op, forward_fn in forward_functions:
         lower_cudnn_fmha_backward(op, options.attention_block, forward_fn)

@@ -34,7 +34,9 @@ from converter.mlir.context import NoMlirTypeError, hlo_element_type, mlir_eleme
 from passes.cublas_gemm import FP8_OUTPUT_MAX
 from passes.cudnn_conv import _convolution, _int_attr, _window
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 CONV_FORWARD_GRAPH = "__cudnn$convForwardGraph"
 UNARY = ("relu", "elu", "amax")
@@ -51,9 +53,10 @@ class GraphOp:
 
 
 @register_pass("cudnn-graph-conv", "cuDNN convolution with a serialized pointwise graph (fp8 convs) → "
-                                   "stablehlo.convolution + plain ops", targets=(CONV_FORWARD_GRAPH,), keeps_targets=True)
-def lower_cudnn_graph_conv(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, CONV_FORWARD_GRAPH):
+                                   "stablehlo.convolution + plain ops", targets=(CONV_FORWARD_GRAPH,),
+               preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_graph_conv(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(CONV_FORWARD_GRAPH):
         lower_graph_conv(op)
 
 

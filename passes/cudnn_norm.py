@@ -27,16 +27,18 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 NORM = "__cudnn$norm"
 KINDS = ("LAYER_FWD_INFER", "LAYER_FWD_TRAIN", "LAYER_BWD")  # CudnnNormBackendConfig.Kind, numbered 0, 1, 2
 
 
 @register_pass("cudnn-norm", "cuDNN layer norm custom-calls (forward inference/training, backward) → plain ops",
-               targets=(NORM,), keeps_targets=True)
-def lower_cudnn_norm(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, NORM):
+               targets=(NORM,), preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_cudnn_norm(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(NORM):
         lower_norm_call(op)
 
 

@@ -45,7 +45,9 @@ from jaxlib.mlir import ir
 from converter.mlir import builders as b
 from passes.lib import rewrite
 from passes.lib.descriptors import opaque_bytes
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 FORWARD = ("cudnn_rnn_ffi", "hipdnn_rnn_ffi")
 BACKWARD = ("cudnn_rnn_bwd_ffi", "hipdnn_rnn_bwd_ffi")
@@ -88,12 +90,12 @@ class Lstm:
 
 @register_pass("cudnn-rnn", "jax.experimental.rnn's cuDNN LSTM forward and backward calls → time loops "
                             "(backward: the forward recomputed, then back-propagation through time)",
-               targets=TARGETS)
-def lower_cudnn_rnn(module: ir.Module, options: PassOptions) -> None:
+               targets=TARGETS, preserves={Fact.USES})
+def lower_cudnn_rnn(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     # Backward calls first: they are the only readers a forward's reserve space may have.
-    for op in rewrite.custom_calls(module, BACKWARD):
+    for op in walks.custom_calls(BACKWARD):
         lower_backward(op)
-    for op in rewrite.custom_calls(module, FORWARD):
+    for op in walks.custom_calls(FORWARD):
         lower_forward(op)
 
 

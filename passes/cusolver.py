@@ -52,7 +52,9 @@ from jaxlib.mlir.dialects import stablehlo
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.lapack import jaxlib_cpu_call, lapack_char, lapack_letter, pivots_to_permutation
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 POTRF_TARGETS = ("cusolver_potrf_ffi", "hipsolver_potrf_ffi")
 PIVOTS_TARGETS = ("cu_lu_pivots_to_permutation", "hip_lu_pivots_to_permutation")
@@ -79,19 +81,19 @@ CHOLESKY_UPDATE_TARGETS = ("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
                            "LU/QR/eig/eigh/SVD/tridiagonal/ormqr/pivoted QR → jaxlib's CPU LAPACK calls",
                targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS + GEEV_TARGETS + HYBRID_EIG_TARGETS
                + GESVD_TARGETS + SYTRD_TARGETS + ORMQR_TARGETS + GEQP3_TARGETS + PERTURBED_TARGETS
-               + CHOLESKY_UPDATE_TARGETS)
-def lower_cusolver(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, POTRF_TARGETS):
+               + CHOLESKY_UPDATE_TARGETS, preserves={Fact.USES})
+def lower_cusolver(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(POTRF_TARGETS):
         lower_potrf(op)
-    for op in rewrite.custom_calls(module, PIVOTS_TARGETS):
+    for op in walks.custom_calls(PIVOTS_TARGETS):
         lower_lu_pivots_to_permutation(op)
-    for op in rewrite.custom_calls(module, LAPACK_TARGETS):
+    for op in walks.custom_calls(LAPACK_TARGETS):
         retarget_to_lapack(op)
     for targets, lower in ((GEEV_TARGETS, lower_geev), (HYBRID_EIG_TARGETS, lower_hybrid_eig),
                            (GESVD_TARGETS, lower_gesvd), (SYTRD_TARGETS, lower_sytrd), (ORMQR_TARGETS, lower_ormqr),
                            (GEQP3_TARGETS, lower_geqp3), (PERTURBED_TARGETS, lower_tridiagonal_solve_perturbed),
                            (CHOLESKY_UPDATE_TARGETS, lower_cholesky_update)):
-        for op in rewrite.custom_calls(module, targets):
+        for op in walks.custom_calls(targets):
             lower(op)
 
 

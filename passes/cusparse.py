@@ -38,7 +38,9 @@ from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.descriptors import opaque_bytes
 from passes.lib.lapack import jaxlib_cpu_call, lapack_letter
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 GTSV2_TARGETS = ("cusparse_gtsv2_ffi", "hipsparse_gtsv2_ffi")
 SPARSE_KINDS = ("todense", "fromdense", "matvec", "matmat")
@@ -49,11 +51,11 @@ SPARSE_MAT_BYTES, DENSE_VEC_BYTES, DENSE_MAT_BYTES = 28, 8, 20
 
 @register_pass("cusparse", "cuSPARSE calls: tridiagonal solves (gtsv2) → jaxlib's CPU LAPACK gtsv; CSR/COO "
                            "to/from dense and products → scatter-adds, gathers and a sort",
-               targets=GTSV2_TARGETS + SPARSE_TARGETS)
-def lower_cusparse(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, GTSV2_TARGETS):
+               targets=GTSV2_TARGETS + SPARSE_TARGETS, preserves={Fact.USES})
+def lower_cusparse(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(GTSV2_TARGETS):
         lower_gtsv2(op)
-    for op in rewrite.custom_calls(module, SPARSE_TARGETS):
+    for op in walks.custom_calls(SPARSE_TARGETS):
         lower_sparse(op)
 
 

@@ -7,15 +7,17 @@ from jaxlib.mlir import ir
 
 from passes.lib import rewrite
 from passes.lib.plugins import PLUGINS, apply_plugin, discover
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 @register_pass("custom-call-plugins",
                "custom-calls with a registered plug-in → its JAX function lowered and inlined (or its rewrite)",
-               ops=("stablehlo.custom_call",))
-def apply_plugins(module: ir.Module, options: PassOptions) -> bool:
+               ops=("stablehlo.custom_call",), preserves={Fact.USES})
+def apply_plugins(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool:
     # --allow-custom-call keeps a call as it is, plug-in or not.
-    calls = [op for op in rewrite.custom_calls(module) if rewrite.call_target(op) not in options.allow_custom_calls]
+    calls = [op for op in walks.custom_calls() if rewrite.call_target(op) not in options.allow_custom_calls]
     if not calls:
         return False
     discover()

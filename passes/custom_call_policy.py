@@ -12,7 +12,9 @@ from jaxlib.mlir import ir
 
 from passes.lib import rewrite
 from passes.lib.errors import PassError
+from passes.lib.facts import Fact
 from passes.lib.registry import PASSES, PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 # Registered by jaxlib for CPU but meaningless without the Python process that made the
 # dump (host callbacks).
@@ -38,12 +40,12 @@ def known_targets() -> list[str]:
 
 @register_pass("custom-call-policy",
                "fail on custom-calls no pass rewrote, unless allowed; mark CPU-runtime ones (LAPACK, FFT) cpu_only",
-               ops=("stablehlo.custom_call",), keeps_targets=True, keeps_ops=True)
-def custom_call_policy(module: ir.Module, options: PassOptions) -> bool:
+               ops=("stablehlo.custom_call",), preserves={Fact.CALL_TARGETS, Fact.OPS, Fact.USES})
+def custom_call_policy(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool:
     unknown: dict[str, list[str]] = {}   # target -> locations of its calls, in module order
     strict: list[str] = []
     marked = False
-    for op in rewrite.custom_calls(module):
+    for op in walks.custom_calls():
         target = rewrite.call_target(op)
         if target in options.allow_custom_calls:
             continue

@@ -12,8 +12,9 @@ from typing import Callable
 import numpy as np
 from jaxlib.mlir import ir
 
-from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 def _all_equal(value: int | bool) -> Callable[[ir.Attribute], bool]:
@@ -62,9 +63,9 @@ DEFAULTS: dict[str, dict[str, Callable[[ir.Attribute], bool]]] = {
 
 @register_pass("drop-default-attributes", "remove attributes that hold their StableHLO default (as portable "
                                           "artifacts do), so a module and its artifact print alike",
-               ops=tuple(DEFAULTS), keeps_targets=True, keeps_valid=True, keeps_ops=True)
-def drop_default_attributes(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.walk(module, tuple(DEFAULTS)):
+               ops=tuple(DEFAULTS), preserves={Fact.CALL_TARGETS, Fact.OPS, Fact.VALID})
+def drop_default_attributes(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.walk(tuple(DEFAULTS)):
         defaults = DEFAULTS[op.name]
         for name in [n for n in defaults if n in op.attributes]:
             if defaults[name](op.attributes[name]):

@@ -6,7 +6,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 # GPU library calls whose trailing 1-D i8/u8 result is a workspace the library scribbles on.
 WORKSPACE_TARGETS = ("__cublas$*", "__cudnn$*", "te_fused_attn_*", "__cusolver$*")
@@ -38,15 +40,16 @@ def _rebuild_without(op: ir.Operation, keep: list[int]) -> None:
 
 
 @register_pass("drop-unused-results", "remove unused GPU workspace results and unused if/case results",
-               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"), keeps_targets=True,
+               ops=("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"),
                # The returns of an if/case whose results it drops: their operands lose those uses.
-               may_drop_use=lambda user, value: user.name == "stablehlo.return")
-def drop_unused_results(module: ir.Module, options: PassOptions) -> bool:
+               may_drop_use=lambda user, value: user.name == "stablehlo.return",
+               preserves={Fact.CALL_TARGETS, Fact.USES})
+def drop_unused_results(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool:
     # One walk for both rewrites: rebuilding a custom-call moves no if/case.
-    ops = [(op, op.name) for op in rewrite.walk(module, ("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
+    ops = [(op, op.name) for op in walks.walk(("stablehlo.custom_call", "stablehlo.if", "stablehlo.case"))]
     changed = False  # False: the pass manager keeps what the walk found
     for op, name in ops:
-        if name != "stablehlo.custom_call" or not rewrite.target_in(rewrite.call_target(op), WORKSPACE_TARGETS):
+        if name != "stablehlo.custom_call" or not walks.target_in(rewrite.call_target(op), WORKSPACE_TARGETS):
             continue
         results = list(op.results)
         if results and _is_workspace(results[-1]) and not rewrite.has_uses(results[-1]) and "output_operand_aliases" not in op.attributes:

@@ -19,15 +19,17 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 TARGETS = ("SliceToDynamic", "PadToStatic")
 
 
 @register_pass("dynamic-shape-calls", "SliceToDynamic / PadToStatic custom-calls → bounded dynamic shapes "
-               "(set/get_dimension_size)", targets=TARGETS, keeps_targets=True)
-def lower_dynamic_shape_calls(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+               "(set/get_dimension_size)", targets=TARGETS, preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_dynamic_shape_calls(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         if rewrite.call_target(op) == "SliceToDynamic":
             _slice_to_dynamic(op)
         else:

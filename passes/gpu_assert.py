@@ -20,7 +20,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 TARGET = "__xla_gpu_assert"
 
@@ -31,9 +33,9 @@ class UncheckedAssertWarning(UserWarning):
 
 @register_pass("gpu-assert", "XLA's __xla_gpu_assert runtime checks → removed, each named in a warning (run reports "
                "whether each held)",
-               targets=(TARGET,))
-def lower_gpu_assert(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, (TARGET,)):
+               targets=(TARGET,), preserves={Fact.USES})
+def lower_gpu_assert(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls((TARGET,)):
         lower_assert(op)
 
 

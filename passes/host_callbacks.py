@@ -38,7 +38,9 @@ from passes.lib import rewrite
 from passes.lib.callback_plugins import find_callback_plugin
 from passes.lib.errors import PassError
 from passes.lib.plugins import call_attributes, inline_jax
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 def is_token(t: ir.Type) -> bool:
@@ -90,9 +92,10 @@ def _type_text(t: ir.Type) -> str:
 
 
 @register_pass("host-callbacks", "host callbacks (jax.debug.print/callback, pure/io_callback): no results → removed "
-               "(run reports their operands); with results → a --callback plug-in, or refused", targets=TARGETS)
-def host_callbacks(module: ir.Module, options: PassOptions) -> bool | None:
-    calls = rewrite.custom_calls(module, TARGETS)
+               "(run reports their operands); with results → a --callback plug-in, or refused", targets=TARGETS,
+               preserves={Fact.USES})
+def host_callbacks(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool | None:
+    calls = walks.custom_calls(TARGETS)
     if not calls:
         return False
     errors: list[str] = []

@@ -19,7 +19,9 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 
@@ -118,11 +120,11 @@ def _may_sink(op: ir.Operation) -> bool:
 
 
 @register_pass("matmul-convolutions", "convolutions with a one-element window (TPU matmuls) as dot_general",
-               ops=("stablehlo.convolution",), keeps_targets=True,
-               may_drop_use=lambda user, value: _may_sink(user))
-def matmul_convolutions(module: ir.Module, options: PassOptions) -> bool:
+               ops=("stablehlo.convolution",),
+               may_drop_use=lambda user, value: _may_sink(user), preserves={Fact.CALL_TARGETS, Fact.USES})
+def matmul_convolutions(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool:
     rewritten = False
-    for op in rewrite.walk(module, "stablehlo.convolution"):
+    for op in walks.walk("stablehlo.convolution"):
         if _is_pointwise(op):
             with rewrite.at(op):
                 rewrite.replace(op, [_rewrite(op)])

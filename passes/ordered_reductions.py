@@ -25,6 +25,7 @@ from passes.lib import rewrite
 from passes.lib.collective_folds import all_reduce_by_gather, group_size, reduce_scatter_by_exchange
 from passes.partitions_to_replicas import replica_groups_of
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 ORDERED_LIMIT_BYTES = 256 << 20
@@ -92,7 +93,7 @@ def ordered_reduction_count(module: ir.Module) -> int:
 
 
 @register_pass("ordered-reductions", "float all-reduce / reduce-scatter folded in group order (multi-device runs)")
-def ordered_reductions(module: ir.Module, options: PassOptions) -> None:
+def ordered_reductions(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     from converter.mlir.module_attributes import module_devices
 
     replicas, partitions = module_devices(module)

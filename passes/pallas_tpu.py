@@ -23,7 +23,9 @@ from jaxlib.mlir import ir
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.mosaic.kernel import WHOLE, Kernel, KernelError, read_kernel
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 if TYPE_CHECKING:  # the translator loads when a module holds a kernel, not at registration
     from passes.mosaic import translate as tr
@@ -32,9 +34,9 @@ TARGET = "tpu_custom_call"
 
 
 @register_pass("pallas-tpu", "Pallas TPU kernels (tpu_custom_call, Mosaic bodies) → StableHLO loops over the grid",
-               targets=(TARGET,))
-def lower_pallas_tpu(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGET):
+               targets=(TARGET,), preserves={Fact.USES})
+def lower_pallas_tpu(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGET):
         kernel = None
         try:
             kernel = read_kernel(rewrite.backend_config(op))

@@ -24,6 +24,7 @@ from converter.hlo.collectives import flattened_groups, flattened_pairs, group_m
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 _GROUP_OPS = ("stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter",
               "stablehlo.all_to_all", "stablehlo.collective_broadcast")
@@ -59,9 +60,9 @@ def _drop_channel(op: ir.Operation) -> None:
 
 @register_pass("partitions-to-replicas",
                "run an R-replica x P-partition module as R*P replicas: rewrite partition/replica ids and collective groups")
-def partitions_to_replicas(module: ir.Module, options: PassOptions) -> None:
+def partitions_to_replicas(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     replicas, partitions = module_devices(module)
-    for op in rewrite.walk(module, _GROUP_OPS):
+    for op in walks.walk(_GROUP_OPS):
         groups = flattened_groups(_mode(op), replica_groups_of(op), replicas, partitions)
         if op.name == "stablehlo.all_to_all":
             sizes = {len(g) for g in groups}
@@ -71,19 +72,19 @@ def partitions_to_replicas(module: ir.Module, options: PassOptions) -> None:
         with op.context:
             op.attributes["replica_groups"] = builders.replica_groups_attr(groups)
         _drop_channel(op)
-    for op in rewrite.walk(module, "stablehlo.collective_permute"):
+    for op in walks.walk("stablehlo.collective_permute"):
         pairs = flattened_pairs(_mode(op), _pairs(op), replicas, partitions)
         with op.context:
             op.attributes["source_target_pairs"] = builders.i64_elements(pairs, shape=(len(pairs), 2))
         _drop_channel(op)
-    for op in rewrite.walk(module, ("stablehlo.partition_id", "stablehlo.replica_id")):
+    for op in walks.walk(("stablehlo.partition_id", "stablehlo.replica_id")):
         with rewrite.at(op):
             rid = builders.op1("stablehlo.replica_id", op.results[0].type, [])
             p = builders.scalar_constant(partitions, ir.RankedTensorType(rid.type).element_type)
             value = builders.binary("remainder" if op.name == "stablehlo.partition_id" else "divide", rid, p)
         rewrite.replace(op, [value])
     for name in ("stablehlo.send", "stablehlo.recv"):
-        for op in rewrite.walk(module, name):
+        for op in walks.walk(name):
             raise rewrite.op_error(op, "send/recv between devices has no CPU form; the importer turns matched "
                                   "pairs into collective_permute")
     set_module_devices(module, replicas * partitions, 1)

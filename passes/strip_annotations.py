@@ -6,7 +6,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 # Shardy (jax >= 0.4.3x with jax_use_shardy_partitioner, the default from jax 0.7) writes
 # its annotations into HLO as custom-calls named in XLA's
@@ -32,9 +34,9 @@ ANNOTATION_TARGETS = (
 @register_pass("strip-annotations",
                "remove annotation-only custom-calls (Sharding, SPMD*Shape, MoveTo*, LayoutConstraint, "
                "xla.sdy.*, ...)",
-               targets=ANNOTATION_TARGETS, keeps_targets=True, erases_only_its_calls=True)
-def strip_annotations(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, ANNOTATION_TARGETS):
+               targets=ANNOTATION_TARGETS, preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def strip_annotations(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(ANNOTATION_TARGETS):
         target = rewrite.call_target(op)
         if target in NO_RESULT_TARGETS and not any(rewrite.has_uses(r) for r in op.results):
             op.erase()

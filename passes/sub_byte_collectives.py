@@ -24,6 +24,7 @@ from passes.lib import rewrite
 from passes.lib.collective_folds import all_reduce_by_gather, reduce_scatter_by_exchange
 from converter.mlir.module_attributes import module_devices
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 
 MOVES = ("stablehlo.all_gather", "stablehlo.all_to_all", "stablehlo.collective_permute",
@@ -73,9 +74,9 @@ def _move(op: ir.Operation) -> list[ir.Value]:
 
 @register_pass("sub-byte-collectives",
                "collectives on sub-byte types (s2, u2, s4, u4, f4) done on a byte-wide type, which XLA's CPU runtime moves right")
-def sub_byte_collectives(module: ir.Module, options: PassOptions) -> None:
+def sub_byte_collectives(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     replicas, partitions = module_devices(module)
-    for op in rewrite.walk(module, MOVES + FOLDS):
+    for op in walks.walk(MOVES + FOLDS):
         if not is_sub_byte_collective(op):
             continue
         with rewrite.at(op):

@@ -26,7 +26,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import attr, f32, placeholder, quantized_results, reshape_to
 
 FORWARD = ("te_act_lu_ffi",)
@@ -234,9 +236,9 @@ def lower_dact(op: ir.Operation) -> None:
 
 @register_pass("te-activation", "Transformer Engine activation calls (te_act_lu_ffi, te_dact_dbias_quantize_ffi; "
                "plain and gated, fp8 tensor-scaled or MXFP8 rowwise outputs) → portable math", targets=FORWARD + BACKWARD,
-               keeps_targets=True, erases_only_its_calls=True)
-def lower_te_activations(module: ir.Module, options: PassOptions) -> None:
-    forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_activations(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    forward, backward = walks.custom_calls_of(FORWARD, BACKWARD)
     for op in forward:
         lower_act_lu(op)
     for op in backward:

@@ -29,7 +29,9 @@ from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.attention import (AttentionConfig, AttentionInputs, TokenMasks, attention_backward, attention_forward,
                                    lse_from_segment_major, lse_to_segment_major, segment_tokens)
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 FORWARD = ("te_fused_attn_forward_ffi", "te_fused_attn_forward")
 BACKWARD = ("te_fused_attn_backward_ffi", "te_fused_attn_backward")
@@ -384,10 +386,10 @@ def _segment_lookup(segment: ir.Value, per_segment: ir.Value, batch: int, seq: i
 # ---------------------------------------------------------------- rewrites
 @register_pass("te-fused-attention",
                "Transformer Engine fused attention (forward and backward) → blockwise portable attention",
-               targets=FORWARD + BACKWARD, keeps_targets=True, erases_only_its_calls=True)
-def lower_te_fused_attention(module: ir.Module, options: PassOptions) -> None:
+               targets=FORWARD + BACKWARD, preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_fused_attention(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     # One walk: the lowerings write no calls of these targets.
-    forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)
+    forward, backward = walks.custom_calls_of(FORWARD, BACKWARD)
     for op in forward:
         lower_te_forward(op, options.attention_block)
     for op in backward:

@@ -28,7 +28,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import (NO_SCALING, TENSOR_SCALING, attr, broadcast_scalar, f32, is_fp8, placeholder,
                                   reshape_to, scalar_of, scaling_mode_name)
 
@@ -127,8 +129,9 @@ def lower_te_gemm(op: ir.Operation) -> None:
 
 
 @register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16/fp8 tensor-scaled, "
-               "bias/gelu epilogues) → dot_general", targets=TARGETS, keeps_targets=True, erases_only_its_calls=True)
-def lower_te_gemms(module: ir.Module, options: PassOptions) -> None:
-    (calls,) = rewrite.custom_calls_of(module, TARGETS)
+               "bias/gelu epilogues) → dot_general", targets=TARGETS,
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    (calls,) = walks.custom_calls_of(TARGETS)
     for op in calls:
         lower_te_gemm(op)

@@ -31,7 +31,9 @@ from jaxlib.mlir import ir
 from converter.mlir import builders
 from converter.mlir.ragged_dot import ragged_dot
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
 
 TARGET = "te_grouped_gemm_ffi"
@@ -141,9 +143,9 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
 
 
 @register_pass("te-grouped-gemm", "Transformer Engine grouped GEMM (te_grouped_gemm_ffi: MoE experts, forward and "
-               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot", targets=(TARGET,), keeps_targets=True,
-               erases_only_its_calls=True)
-def lower_te_grouped_gemms(module: ir.Module, options: PassOptions) -> None:
-    (calls,) = rewrite.custom_calls_of(module, (TARGET,))
+               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot", targets=(TARGET,),
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_grouped_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    (calls,) = walks.custom_calls_of((TARGET,))
     for op in calls:
         lower_te_grouped_gemm(op)

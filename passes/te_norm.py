@@ -26,7 +26,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import (DELAYED_TENSOR_SCALING, NO_SCALING, amax_of, attr, broadcast_scalar, f32,
                                   fp8_cast, is_fp8, placeholder, reshape_to, scalar_of, scaling_mode_name)
 
@@ -162,10 +164,10 @@ def lower_norm_backward(op: ir.Operation) -> None:
 
 
 @register_pass("te-norm", "Transformer Engine LayerNorm/RMSNorm forward and backward calls (bf16/f32, fp8 delayed-"
-               "scaled output) → portable math", targets=FORWARD + BACKWARD, keeps_targets=True,
-               erases_only_its_calls=True)
-def lower_te_norms(module: ir.Module, options: PassOptions) -> None:
-    forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)
+               "scaled output) → portable math", targets=FORWARD + BACKWARD,
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_norms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    forward, backward = walks.custom_calls_of(FORWARD, BACKWARD)
     for op in forward:
         lower_norm_forward(op)
     for op in backward:

@@ -21,7 +21,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import attr, broadcast_scalar, f32, is_fp8, placeholder, quantized_results, reshape_to, \
     scalar_of
 
@@ -73,9 +75,10 @@ def lower_dequantize(op: ir.Operation) -> None:
 
 
 @register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8 rowwise) and dequantize "
-               "calls → portable casts", targets=QUANTIZE + DEQUANTIZE, keeps_targets=True, erases_only_its_calls=True)
-def lower_te_quantize(module: ir.Module, options: PassOptions) -> None:
-    quantize, dequantize = rewrite.custom_calls_of(module, QUANTIZE, DEQUANTIZE)
+               "calls → portable casts", targets=QUANTIZE + DEQUANTIZE,
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_quantize(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    quantize, dequantize = walks.custom_calls_of(QUANTIZE, DEQUANTIZE)
     for op in quantize:
         lower_quantize(op)
     for op in dequantize:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 _EP = ("expert-parallel token exchange (ep.cpp): dispatch/combine move tokens between GPUs through TE's NCCL-EP "
        "communicator, whose routing state lives in the process, not in the dump; run the model without "
@@ -29,8 +31,8 @@ REASONS: dict[str, str] = {
 
 
 @register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM v2 / quantize, RHT amax): "
-               "refused by name with the reason", targets=tuple(REASONS), keeps_targets=True)
-def refuse_te_calls(module: ir.Module, options: PassOptions) -> None:
-    (calls,) = rewrite.custom_calls_of(module, tuple(REASONS))
+               "refused by name with the reason", targets=tuple(REASONS), preserves={Fact.CALL_TARGETS, Fact.USES})
+def refuse_te_calls(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    (calls,) = walks.custom_calls_of(tuple(REASONS))
     for op in calls:
         raise rewrite.op_error(op, f"not converted: {REASONS[rewrite.call_target(op)]}")

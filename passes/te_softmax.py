@@ -17,7 +17,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.lib.te_common import attr, f32
 
 KINDS = ("scaled", "scaled_masked", "scaled_upper_triang_masked")
@@ -96,9 +98,10 @@ def lower_backward(op: ir.Operation) -> None:
 
 
 @register_pass("te-softmax", "Transformer Engine scaled / masked / upper-triangular softmax forward and backward "
-               "calls → portable softmax", targets=FORWARD + BACKWARD, keeps_targets=True, erases_only_its_calls=True)
-def lower_te_softmax(module: ir.Module, options: PassOptions) -> None:
-    forward, backward = rewrite.custom_calls_of(module, FORWARD, BACKWARD)
+               "calls → portable softmax", targets=FORWARD + BACKWARD,
+               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+def lower_te_softmax(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    forward, backward = walks.custom_calls_of(FORWARD, BACKWARD)
     for op in forward:
         lower_forward(op)
     for op in backward:

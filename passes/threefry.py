@@ -15,7 +15,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 TARGETS = ("cu_threefry2x32", "cu_threefry2x32_ffi", "hip_threefry2x32", "hip_threefry2x32_ffi")
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -48,9 +50,9 @@ def threefry2x32(k0: ir.Value, k1: ir.Value, x0: ir.Value, x1: ir.Value) -> tupl
 
 
 @register_pass("threefry", "cu_threefry2x32 / hip_threefry2x32 custom-calls → the Threefry-2x32 hash in integer ops",
-               targets=TARGETS, keeps_targets=True)
-def lower_threefry(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+               targets=TARGETS, preserves={Fact.CALL_TARGETS, Fact.USES})
+def lower_threefry(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         operands = list(op.operands)
         if len(operands) != 4 or len(op.results) != 2:
             raise rewrite.op_error(op, f"expected (key0, key1, x0, x1) → (y0, y1), found {len(operands)} operands "

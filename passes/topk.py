@@ -27,20 +27,23 @@ from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
+from passes.lib.mlir_pipeline import run_mlir_pipeline
 from passes.lib.registry import PassOptions, register_pass
-from passes.symbol_dce import symbol_dce
+from passes.lib.walks import WalkTracker
 
 TARGETS = ("TopK", "__gpu$TopK")
 
 
-@register_pass("topk", "TopK / __gpu$TopK custom-calls → stable sort by the dump's comparator (or its TOTAL order), then slices", targets=TARGETS)
-def lower_topk(module: ir.Module, options: PassOptions) -> None:
-    calls = rewrite.custom_calls(module, TARGETS)
+@register_pass("topk", "TopK / __gpu$TopK custom-calls → stable sort by the dump's comparator (or its TOTAL order), then slices",
+               targets=TARGETS, preserves={Fact.USES})
+def lower_topk(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    calls = walks.custom_calls(TARGETS)
     if not calls:
         return
     for op in calls:
         _lower_one(module, op)
-    symbol_dce(module, options)  # the comparator functions, now cloned into sort regions
+    run_mlir_pipeline(module, "symbol-dce")  # the comparator functions, now cloned into sort regions
 
 
 def _lower_one(module: ir.Module, op: ir.Operation) -> None:

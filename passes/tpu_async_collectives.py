@@ -22,7 +22,9 @@ from __future__ import annotations
 from jaxlib.mlir import ir
 
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.inline import inline
 
 START, DONE = "AsyncCollectiveStart", "AsyncCollectiveDone"
@@ -50,14 +52,14 @@ def _start_of(done: ir.Operation) -> ir.Operation | None:
 
 @register_pass("tpu-async-collectives",
                "TPU AsyncCollectiveStart/Done chains → one plain collective; flags and barriers removed",
-               targets=(START, DONE))
-def lower_tpu_async_collectives(module: ir.Module, options: PassOptions) -> None:
-    if not rewrite.custom_calls(module, (START, DONE)):
+               targets=(START, DONE), preserves={Fact.USES})
+def lower_tpu_async_collectives(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    if not walks.custom_calls((START, DONE)):
         return
-    if rewrite.walk(module, "func.call"):
+    if walks.walk("func.call"):
         inline(module, options)  # chains cross fusions kept as functions: make them data flow
-    starts = rewrite.custom_calls(module, START)
-    dones = rewrite.custom_calls(module, DONE)
+    starts = walks.custom_calls(START)
+    dones = walks.custom_calls(DONE)
     # Done first: it may read Start's collective, which the Start rewrite keeps alive.
     for done in dones:
         _lower_done(done)

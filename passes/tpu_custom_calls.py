@@ -57,7 +57,9 @@ from jaxlib.mlir import ir
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.lapack import lapack_letter, pivots_to_permutation
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")
 LU_BY_KIND = {"LuRealDecompositionBlock": False, "LuComplexDecompositionBlock": True}  # complex?
@@ -70,9 +72,9 @@ DIAGONAL_BLOCK = 128
 
 @register_pass("tpu-custom-calls",
                "TPU compiler custom-calls (AllocateBuffer, ConcatBitcast, X64 split/combine, gather-index markers, Cholesky, "
-               "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls) → plain ops", targets=TARGETS)
-def lower_tpu_custom_calls(module: ir.Module, options: PassOptions) -> None:
-    for op in rewrite.custom_calls(module, TARGETS):
+               "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls) → plain ops", targets=TARGETS, preserves={Fact.USES})
+def lower_tpu_custom_calls(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    for op in walks.custom_calls(TARGETS):
         target = rewrite.call_target(op)
         with rewrite.at(op):
             values = LOWERINGS[target](op)

@@ -24,7 +24,9 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
+from passes.lib.walks import WalkTracker
 from passes.mosaic.kernel import KernelError
 from passes.triton import jax_triton_call
 from passes.triton.kernel import TritonKernel, read_kernel, read_text_kernel
@@ -35,10 +37,9 @@ MOSAIC_GPU = ("mosaic_gpu_v2", "mosaic_gpu")
 
 @register_pass("triton-kernels", "Pallas GPU kernels (__gpu$xla.gpu.triton, Triton IR) and jax-triton's "
                "triton_kernel_call(_ffi) → StableHLO loops over the grid; Mosaic GPU kernels refused by name",
-               targets=(TARGET,) + MOSAIC_GPU + jax_triton_call.TARGETS)
-def lower_triton_kernels(module: ir.Module, options: PassOptions) -> None:
-    triton_calls, mosaic_calls, jax_triton_calls = rewrite.custom_calls_of(
-        module, TARGET, MOSAIC_GPU, jax_triton_call.TARGETS)
+               targets=(TARGET,) + MOSAIC_GPU + jax_triton_call.TARGETS, preserves={Fact.USES})
+def lower_triton_kernels(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    triton_calls, mosaic_calls, jax_triton_calls = walks.custom_calls_of(TARGET, MOSAIC_GPU, jax_triton_call.TARGETS)
     for op in mosaic_calls:
         raise rewrite.op_error(op, mosaic_gpu_refusal(op))
     for op in jax_triton_calls:

@@ -21,8 +21,10 @@ from converter.hlo import dtypes
 from converter.mlir.context import hlo_element_type
 from converter.mlir import builders
 from passes.lib import rewrite
+from passes.lib.facts import Fact
+from passes.lib.mlir_pipeline import run_mlir_pipeline
 from passes.lib.registry import PassOptions, register_pass
-from passes.symbol_dce import symbol_dce
+from passes.lib.walks import WalkTracker
 
 PREFIX = "xla_builder.math."
 # math.h function → (CHLO op, operand count).  Polygamma(n, x), Zeta(x, q) and
@@ -44,15 +46,15 @@ TARGETS = tuple(PREFIX + name for name in sorted({**CHLO, **LAX}))
 
 @register_pass("xla-builder-math", "xla_builder.math.* custom-calls (XLA client math) → CHLO/StableHLO of the same function",
                # Any name: a call that carries XLA's expansion is inlined whatever it computes.
-               targets=TARGETS + (PREFIX + "*",))
-def lower_xla_builder_math(module: ir.Module, options: PassOptions) -> None:
-    calls = rewrite.custom_calls(module, PREFIX + "*")
+               targets=TARGETS + (PREFIX + "*",), preserves={Fact.USES})
+def lower_xla_builder_math(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
+    calls = walks.custom_calls(PREFIX + "*")
     if not calls:
         return
     for op in calls:
         _lower_one(module, op)
     passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
-    symbol_dce(module, options)
+    run_mlir_pipeline(module, "symbol-dce")
 
 
 def _lower_one(module: ir.Module, op: ir.Operation) -> None:

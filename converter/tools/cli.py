@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--targets", action="store_true",
                    help="list instead every custom-call target the converter rewrites, with the pass or plug-in "
                         "that does ('*': any target with that prefix)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also what each pass declares it keeps of the module (passes/lib/facts.py)")
     add_plugin_args(p)
 
     sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
@@ -284,7 +286,11 @@ def cmd_passes(args) -> int:
     for name, p in sorted(passes.PASSES.items()):
         mark = "*" if name in default else " "
         print(f"{mark} {name.ljust(width)}  {p.doc}  [{_source_file(p.run)}]")
+        if args.verbose:
+            print(f"  {''.ljust(width)}  {p.contract()}")
     print(f"\n* in the default pipeline: {','.join(n for n in passes.DEFAULT_PIPELINE if n in passes.PASSES)}")
+    if args.verbose:
+        print("(what each fact means, and who relies on it: passes/lib/facts.py)")
     from passes.lib.plugins import PLUGINS, coverage, discover
 
     discover()

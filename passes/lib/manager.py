@@ -1,6 +1,7 @@
 """Runs a pipeline of registered passes: skips those with nothing to rewrite, verifies the
 result (naming the pass that broke the module), times each pass, and can write or print
-the module after each."""
+the module after each.  What it knows of the module between passes (its ops, whether it
+verifies) follows what each pass declares it keeps (passes.lib.facts)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from jaxlib.mlir import ir
 from converter.common.files import write_atomic
 from converter.common.suggest import did_you_mean
 from passes.lib.errors import PassError, UnknownPassError
-from passes.lib.registry import PASSES, PassOptions, target_matches
-from passes.lib.rewrite import OpIndex, PassWalks, indexed_kinds, keeping_targets
+from passes.lib.facts import Fact
+from passes.lib.registry import PASSES, Pass, PassOptions
+from passes.lib.walks import WalkTracker
 
 # The default pipeline: a faithful import becomes a portable module.  The
 # backend rewrites come first, then the cleanups that remove what they left unused.
@@ -97,9 +99,9 @@ def parse_pipeline(spec: str | None) -> list[str]:
 
 
 def merge_before_cse(pipeline: str | list[str] | None) -> tuple[Callable[[ir.Operation, ir.Value], bool], ...] | None:
-    """For a pipeline that runs MLIR's cse with only passes of the default pipeline before
-    it (rewrites of custom-calls and of the ops they name, which build no duplicate of an
-    op they did not build): those passes' tests of whether they may drop a use of a value
+    """For a pipeline that runs MLIR's cse with only passes that keep Fact.USES before it
+    (rewrites of custom-calls and of the ops they name, which build no duplicate of an op
+    they did not build): those passes' tests of whether they may drop a use of a value
     (Pass.may_drop_use; uses by custom-calls, which they rewrite, count as dropped in any
     case).  Such a pipeline writes the same module whether the import merged duplicate
     pure instructions or cse erased them, if the import merges an instruction only into
@@ -110,12 +112,12 @@ def merge_before_cse(pipeline: str | list[str] | None) -> tuple[Callable[[ir.Ope
         names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     except UnknownPassError:
         return None
-    if "cse" not in names:
+    if "cse" not in names or any(name not in PASSES for name in names):
         return None
-    before = names[: names.index("cse")]
-    if not set(before) <= set(DEFAULT_PIPELINE[: DEFAULT_PIPELINE.index("cse")]):
+    before = [PASSES[name] for name in names[: names.index("cse")]]
+    if not all(p.keeps(Fact.USES) for p in before):
         return None
-    return tuple(PASSES[name].may_drop_use for name in before if PASSES[name].may_drop_use is not None)
+    return tuple(p.may_drop_use for p in before if p.may_drop_use is not None)
 
 
 # What `run_pipeline(verified_input=False)` counts as the first unverified step.
@@ -134,13 +136,68 @@ def verify(module: ir.Module, after: list[str]) -> None:
         if not passes:
             error = PassError(f"the module does not verify before the first pass:\n{e}")
         elif len(passes) == 1:
-            error = PassError(f"pass '{passes[0]}' produced an invalid module:\n{e}")
+            declared = " (it is registered as keeping Fact.VALID)" if passes[0] in PASSES and \
+                PASSES[passes[0]].keeps(Fact.VALID) else ""
+            error = PassError(f"pass '{passes[0]}' produced an invalid module{declared}:\n{e}")
         else:
             names = ", ".join(f"'{n}'" for n in passes)
             error = PassError(f"one of the passes {names} produced an invalid module (--verify-each names "
                               f"which):\n{e}")
         error.input_unverified = input_unverified
         raise error from None
+
+
+class IRPrinter:
+    """The module written after each step of a pipeline (the import, then every pass,
+    also one skipped for having nothing to do): `--dump-dir` files NN-name.mlir, and
+    `--print-ir-after-all` sections as mlir-opt prints them."""
+
+    def __init__(self, dump_dir: str | None, stream: TextIO | None):
+        self.dump_dir, self.stream = dump_dir, stream
+        if dump_dir:
+            os.makedirs(dump_dir, exist_ok=True)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.dump_dir) or self.stream is not None
+
+    def after(self, module: ir.Module, step: int, name: str, skipped: bool = False) -> None:
+        """After step `step` (0: the import) named `name`."""
+        if self.dump_dir:
+            write_atomic(os.path.join(self.dump_dir, f"{step:02d}-{name}.mlir"),
+                         module.operation.get_asm(enable_debug_info=True, large_elements_limit=None))
+        if self.stream is not None:
+            what = "import" if step == 0 else f"{name} (nothing to do)" if skipped else name
+            self.stream.write(f"// -----// IR after {what} //----- //\n{module}\n")
+
+
+class Verifier:
+    """When the module is verified, and whom a failure blames.  Verifying a large module
+    costs as much as most rewrites: once, after the last pass, unless asked after each
+    pass (or the module is written after each: a module written for debugging has
+    verified), or a pass needs a valid module; the passes that keep Fact.VALID are not
+    blamed."""
+
+    def __init__(self, module: ir.Module, each: bool, verified_input: bool):
+        self.module, self.each = module, each
+        # The passes that ran since the module last verified.
+        self.unverified: list[str] = [] if verified_input else [UNVERIFIED_INPUT]
+
+    def before(self, p: Pass) -> None:
+        if p.needs_valid_input and self.unverified:
+            self.now()
+
+    def after(self, p: Pass) -> None:
+        """After `p` changed the module."""
+        if not p.keeps(Fact.VALID):
+            self.unverified.append(p.name)
+        if self.each:  # every pass that changed the module, whatever it declares
+            self.unverified = self.unverified if p.name in self.unverified else [*self.unverified, p.name]
+            self.now()
+
+    def now(self) -> None:
+        verify(self.module, self.unverified)
+        self.unverified = []
 
 
 def run_pipeline(
@@ -156,115 +213,53 @@ def run_pipeline(
     """Run the passes `pipeline` names over `module` in place.  `verified_input=False`: the
     module has not verified since it was built; the first verification the pipeline does
     covers it too, and a failure there is a PassError with `input_unverified` set."""
+    pipeline_passes = _resolve(pipeline)
+    options = options or PassOptions()
+    report = PipelineReport()
+    printer = IRPrinter(dump_dir, print_ir_after_all)
+    verifier = Verifier(module, options.verify_each or printer.active, verified_input)
+    walks = WalkTracker(module, options.allow_custom_calls)
+    printer.after(module, 0, "import")  # as mlir-opt does: the input before the first pass
+    with module.context, ir.Location.unknown():
+        for step, p in enumerate(pipeline_passes, start=1):
+            if progress:
+                progress(p.name)
+            start = time.perf_counter()
+            skipped = not walks.has_work(p)
+            if not skipped:
+                _run_pass(module, p, options, walks, verifier)
+            report.timings.append((p.name, time.perf_counter() - start))
+            printer.after(module, step, p.name, skipped)
+        if verifier.unverified:
+            start = time.perf_counter()
+            verifier.now()
+            report.timings.append(("verify", time.perf_counter() - start))
+    return report
+
+
+def _resolve(pipeline: str | list[str] | None) -> list[Pass]:
     names = parse_pipeline(pipeline) if isinstance(pipeline, (str, type(None))) else list(pipeline)
     for name in names:
         if name not in PASSES:
             raise UnknownPassError(f"unknown pass '{name}'{did_you_mean(name, PASSES, quote=chr(39))} "
                                    f"(known passes: {', '.join(sorted(PASSES))})")
-    options = options or PassOptions()
-    report = PipelineReport()
-    if dump_dir:
-        os.makedirs(dump_dir, exist_ok=True)
-        _write(module, os.path.join(dump_dir, "00-import.mlir"))
-    # Verifying a large module costs as much as most rewrites: the module is verified once,
-    # after the last pass, unless asked after each (or written after each: a module
-    # written for debugging has verified).
-    verify_each = options.verify_each or bool(dump_dir) or print_ir_after_all is not None
-    # The passes that ran since the module last verified (MLIR's own keep it valid).
-    unverified: list[str] = [] if verified_input else [UNVERIFIED_INPUT]
-    # The module's ops, known since the last pass that ran.  A pass that rewrites only ops
-    # or custom-call targets the module does not hold is skipped: walking a large module
-    # costs as much as most rewrites.  The next pass that runs reads its ops from it.
-    index: OpIndex | None = None
-    # A superset of the module's custom-call targets: the index's, kept through the passes
-    # that write no call of a new target (which only remove calls or rebuild them).
-    targets: set[str] | None = None
-    if print_ir_after_all is not None:  # as mlir-opt does: the input before the first pass
-        print_ir_after_all.write(f"// -----// IR after import //----- //\n{module}\n")
-    with module.context, ir.Location.unknown(), keeping_targets(options.allow_custom_calls):
-        for i, name in enumerate(names, start=1):
-            if progress:
-                progress(name)
-            start = time.perf_counter()
-            p = PASSES[name]
-            if p.targets or p.ops:
-                if (index is None and (targets is None or any(o != "stablehlo.custom_call" for o in p.ops))) or \
-                        (index is not None and not index.answers(frozenset(p.ops))):
-                    index = OpIndex(module, keep=indexed_kinds())
-                    targets = index.targets
-                present = index.names if index is not None else {"stablehlo.custom_call"} if targets else set()
-                if not any(o in present for o in p.ops) and \
-                        not any(target_matches(t, c) for t in p.targets for c in targets):
-                    report.timings.append((name, time.perf_counter() - start))
-                    if dump_dir:
-                        _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
-                    if print_ir_after_all is not None:  # every pass of the pipeline, as --dump-dir
-                        print_ir_after_all.write(f"// -----// IR after {name} (nothing to do) //----- //\n{module}\n")
-                    continue
-            if p.needs_valid_input and unverified:
-                verify(module, unverified)
-                unverified = []
-            offered, index = index, None
-            # Only to the passes that name what they rewrite: those walk before they rewrite.
-            walks = PassWalks(offered if p.ops or p.targets else None)
-            try:
-                with walks.active():
-                    changed = p.run(module, options)
-            except PassError:
-                raise
-            except ir.MLIRError as e:
-                raise PassError(f"pass '{name}' failed: {e}") from None
-            seen = walks.first
-            # What the pass read the module from: the index it was offered, or its own walk.
-            read = offered if offered is not None else seen if seen is not None and seen.module is module else None
-            if changed is False:  # the pass says it left the module as it was: what it saw holds
-                index = read
-                if index is not None:
-                    targets = index.targets
-            else:
-                derived = None
-                if p.erases_only_its_calls and seen is not None and seen.module is module:
-                    derived = seen.kept_after_own_calls(p.targets)
-                elif p.keeps_ops:  # it changed attributes only: what it read holds
-                    derived = read
-                if not p.keeps_targets:
-                    targets = None
-                if not p.needs_valid_input and not p.keeps_valid:
-                    unverified.append(name)
-                if verify_each:  # every pass that changed the module, whatever it promises
-                    verify(module, unverified if name in unverified else [*unverified, name])
-                    unverified = []
-                    if derived is not None:
-                        _check_derived_index(module, derived, name)
-                if derived is not None:
-                    index, targets = derived, derived.targets
-            report.timings.append((name, time.perf_counter() - start))
-            if dump_dir:
-                _write(module, os.path.join(dump_dir, f"{i:02d}-{name}.mlir"))
-            if print_ir_after_all is not None:
-                print_ir_after_all.write(f"// -----// IR after {name} //----- //\n{module}\n")
-        if unverified:
-            start = time.perf_counter()
-            verify(module, unverified)
-            report.timings.append(("verify", time.perf_counter() - start))
-    return report
+    return [PASSES[name] for name in names]
 
 
-def _check_derived_index(module: ir.Module, derived: OpIndex, name: str) -> None:
-    """What a pass registered as erasing only its own calls (or as keeping every op) left:
-    the same ops of the derived index's kinds, in the same order, as a new walk finds."""
-    walk = OpIndex(module)
-    kinds = derived.kinds if derived.kinds is not None else walk.names
-    walked = [(op, op_name, target) for op, op_name, target in walk.ops if op_name in kinds]
-    if len(walked) != len(derived.ops) or any(a != b for a, b in zip(walked, derived.ops)):
-        if PASSES[name].keeps_ops:
-            promise, expected = "keeping every op", "what it read"
-        else:
-            promise = "erasing only its own custom-calls and building no " + ", ".join(sorted(kinds))
-            expected = "what it read less what it erased"
-        raise PassError(f"pass '{name}' is registered as {promise}, but the module's differ from {expected} "
-                        f"({len(walked)} found, {len(derived.ops)} expected)")
-
-
-def _write(module: ir.Module, path: str) -> None:
-    write_atomic(path, module.operation.get_asm(enable_debug_info=True, large_elements_limit=None))
+def _run_pass(module: ir.Module, p: Pass, options: PassOptions, walks: WalkTracker, verifier: Verifier) -> None:
+    """Run one pass; what the tracker and the verifier know afterwards follows what it
+    declares it keeps (passes.lib.facts)."""
+    verifier.before(p)
+    walks.before_pass(p)
+    try:
+        changed = p.run(module, options, walks)
+    except PassError:
+        raise
+    except ir.MLIRError as e:
+        raise PassError(f"pass '{p.name}' failed: {e}") from None
+    derived = walks.after_pass(p, changed)
+    if changed is False:  # the pass says it left the module as it was
+        return
+    verifier.after(p)
+    if verifier.each:
+        walks.check(p, derived)

@@ -2,15 +2,22 @@
 
 A pass is a function over an `ir.Module` (it rewrites the module in place) with a name
 and a one-line description.  Passes that rewrite backend custom-calls list the targets
-they handle, so that `inspect` and the unknown-target policy know what is supported.
+they handle, so that `inspect` and the unknown-target policy know what is supported; every
+pass declares what it keeps of the module (passes.lib.facts).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from jaxlib.mlir import ir
+
+from passes.lib.facts import Fact
+
+if TYPE_CHECKING:
+    from passes.lib.walks import WalkTracker
 
 
 @dataclass
@@ -39,8 +46,10 @@ class PassOptions:
 
 
 # A pass may return False to say that it left the module as it was (the pass manager then
-# keeps what it knows of the module's ops); None or True: it may have changed it.
-PassFn = Callable[[ir.Module, PassOptions], "bool | None"]
+# keeps what it knows of the module's ops); None or True: it may have changed it.  Its walks
+# go through the WalkTracker the pass manager hands it (passes.lib.walks), which knows the
+# module's ops from the passes before and leaves out the targets the user keeps.
+PassFn = Callable[[ir.Module, PassOptions, "WalkTracker"], "bool | None"]
 
 
 @dataclass(frozen=True)
@@ -52,54 +61,55 @@ class Pass:
     targets: tuple[str, ...] = ()
     # Other ops the pass rewrites ("stablehlo.custom_call": any custom-call).  A pass that
     # names targets or ops has no work, and is skipped, when the module holds none; its
-    # first walk (passes.lib.rewrite.walk / custom_calls) may be answered from the walk that
-    # decided so, so it must find its ops before it changes the module.
+    # first walk through the tracker may be answered from the walk that decided so, so it
+    # must find its ops before it changes the module.
     ops: tuple[str, ...] = ()
-    # MLIR's own passes: C++ that assumes a valid module (and keeps it valid), so the
-    # manager verifies what the passes before it wrote first.
+    # What the pass keeps (passes.lib.facts, where each fact is described); nothing: it keeps
+    # nothing, and the pass manager walks and verifies again after it.
+    preserves: frozenset[Fact] = frozenset()
+    # MLIR's own passes: C++ that assumes a valid module, so the manager verifies what the
+    # passes before it wrote first.
     needs_valid_input: bool = False
-    # The pass writes no custom-call of a target the module did not hold (it removes
-    # calls, or rebuilds them, or writes plain ops), so the pass manager's list of the
-    # module's targets stays a superset of them, enough to skip the passes that have none.
-    keeps_targets: bool = False
-    # The pass rewrites (or raises on) every custom-call of its targets, erases no other op,
-    # and builds no custom-call, if, case, convolution or collective (KEPT_KINDS in
-    # passes.lib.rewrite): those ops of the walk it read the module from, less its calls,
-    # are all the module holds after it, and the pass manager hands them to the passes
-    # after it that look for nothing else, instead of walking again (--verify-each checks
-    # that against a new walk).
-    erases_only_its_calls: bool = False
-    # The pass cannot make a valid module invalid (it only deletes attributes that hold
-    # their defaults): it adds nothing for the pass manager to verify after it.
-    keeps_valid: bool = False
-    # The pass changes attributes only (no op added or erased, no custom-call target or op
-    # name changed): the walk it read the module from holds after it, and the pass manager
-    # hands it to the passes after it (--verify-each checks that against a new walk).
-    keeps_ops: bool = False
-    # Whether the pass may drop a use, besides uses by custom-calls: may_drop_use(user,
-    # value) is True where it may erase `user`, or rebuild it without that operand, and
-    # leave `value` unused where nothing else uses it.  Read where an import merges
-    # duplicate instructions for a pipeline that runs the pass before cse
-    # (passes.lib.manager.merge_before_cse).  None: it drops none.
+    # Where a pass keeps Fact.USES but drops some uses besides those by custom-calls:
+    # may_drop_use(user, value) is True where it may erase `user`, or rebuild it without that
+    # operand, and leave `value` unused where nothing else uses it.
     may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None
+
+    def keeps(self, fact: Fact) -> bool:
+        return fact in self.preserves
+
+    def contract(self) -> str:
+        """What the pass declares, in words (`hlo-roundtrip passes --verbose`)."""
+        kept = ", ".join(str(f) for f in Fact if f in self.preserves) or "nothing"
+        uses = " (drops some uses: may_drop_use)" if self.may_drop_use is not None else ""
+        return f"keeps {kept}{uses}" + ("; needs a valid module" if self.needs_valid_input else "")
 
 
 # name -> Pass.  Filled when the pass modules are imported (passes/__init__.py).
 PASSES: dict[str, Pass] = {}
 
 
-def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (),
-                  needs_valid_input: bool = False, keeps_targets: bool = False,
-                  erases_only_its_calls: bool = False, keeps_valid: bool = False, keeps_ops: bool = False,
+def register_pass(name: str, doc: str, targets: tuple[str, ...] = (), ops: tuple[str, ...] = (), *,
+                  preserves: Iterable[Fact] = (), needs_valid_input: bool = False,
                   may_drop_use: Callable[[ir.Operation, ir.Value], bool] | None = None) -> Callable[[PassFn], PassFn]:
     if "\n" in doc:
         raise ValueError("a pass's description is one line")
+    kept = frozenset(preserves)
+    if not all(isinstance(f, Fact) for f in kept):
+        raise TypeError(f"pass '{name}': preserves= takes passes.lib.facts.Fact values, not {sorted(map(str, kept))}")
+    if may_drop_use is not None and Fact.USES not in kept:
+        raise ValueError(f"pass '{name}': may_drop_use names the uses a pass that keeps Fact.USES drops")
+    if Fact.OPS_BUT_ITS_CALLS in kept and not targets:
+        raise ValueError(f"pass '{name}': Fact.OPS_BUT_ITS_CALLS is about the calls of the targets it names")
 
     def register(fn: PassFn) -> PassFn:
         if name in PASSES:
             raise ValueError(f"two passes named '{name}'")
-        PASSES[name] = Pass(name, doc, fn, targets, ops, needs_valid_input, keeps_targets, erases_only_its_calls,
-                            keeps_valid, keeps_ops, may_drop_use)
+        try:
+            inspect.signature(fn).bind(None, None, None)
+        except TypeError:
+            raise TypeError(f"pass '{name}': a pass is called as fn(module, options, walks)") from None
+        PASSES[name] = Pass(name, doc, fn, targets, ops, kept, needs_valid_input, may_drop_use)
         return fn
 
     return register

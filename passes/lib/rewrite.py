@@ -7,8 +7,6 @@ both the importer and the passes); this module re-exports it as `build`.
 
 from __future__ import annotations
 
-import contextvars
-
 import json
 import re
 from contextlib import contextmanager
@@ -25,162 +23,34 @@ from passes.lib.registry import target_matches
 
 def walk(module: ir.Module, names: str | Sequence[str] | None = None) -> list[ir.Operation]:
     """All ops (optionally only those named `names`) in pre-order.  Returns a list, so
-    callers may rewrite while iterating."""
+    callers may rewrite while iterating.  A pass's first walk goes through the WalkTracker
+    it is handed (passes.lib.walks), which may answer it without walking."""
     wanted = {names} if isinstance(names, str) else set(names) if names else None
-    if wanted is None:
-        return [op for op, _, _ in _ops(module, None)]
-    return [op for op, name, _ in _ops(module, wanted) if name in wanted]
+    found: list[ir.Operation] = []
+    append = found.append
+    advance = ir.WalkResult.ADVANCE
 
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if wanted is None or op.name in wanted:
+            append(op)
+        return advance
 
-_CUSTOM_CALL = frozenset({"stablehlo.custom_call"})
+    module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
 
 
 def custom_calls(module: ir.Module, targets: str | Sequence[str] | None = None) -> list[ir.Operation]:
-    """`stablehlo.custom_call` ops whose target is in `targets` (exact, or prefix*)."""
+    """`stablehlo.custom_call` ops whose target is in `targets` (exact, or prefix*), for
+    tests and tools.  A pass looks its calls up through its WalkTracker, which leaves out
+    the targets the user keeps (--allow-custom-call)."""
     pats = [targets] if isinstance(targets, str) else list(targets or [])
-    return [op for op, name, target in _ops(module, _CUSTOM_CALL) if name == "stablehlo.custom_call"
-            and (not pats or target_in(target, pats))]
-
-
-def custom_calls_of(module: ir.Module, *groups: str | Sequence[str]) -> list[list[ir.Operation]]:
-    """`custom_calls(module, group)` for each group, from one walk (so valid for a pass
-    whose rewrites of one group write no calls of a later group)."""
-    calls = [(op, target) for op, name, target in _ops(module, _CUSTOM_CALL) if name == "stablehlo.custom_call"]
-    pats = [[g] if isinstance(g, str) else list(g) for g in groups]
-    return [[op for op, target in calls if target_in(target, p)] for p in pats]
-
-
-def target_in(target: str, patterns: Sequence[str]) -> bool:
-    """Whether a custom-call target is one of `patterns` (exact names, or prefix*), and not
-    one the user keeps as it is (--allow-custom-call: no pass's lookup finds its calls)."""
-    return target not in _KEPT_TARGETS.get() and any(target_matches(p, target) for p in patterns)
-
-
-# The targets a pipeline run keeps as they are (PassOptions.allow_custom_calls), set by the
-# pass manager around its passes.
-_KEPT_TARGETS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar("kept_targets", default=frozenset())
-
-
-@contextmanager
-def keeping_targets(targets: set[str] | frozenset[str]) -> Iterator[None]:
-    """While active, the calls of `targets` are found by no pass's lookup of its targets."""
-    token = _KEPT_TARGETS.set(frozenset(targets))
-    try:
-        yield
-    finally:
-        _KEPT_TARGETS.reset(token)
+    return [op for op in walk(module, "stablehlo.custom_call")
+            if not pats or any(target_matches(p, call_target(op)) for p in pats)]
 
 
 # StableHLO's collectives.
 COLLECTIVE_OPS = ("stablehlo.all_gather", "stablehlo.all_reduce", "stablehlo.reduce_scatter",
                   "stablehlo.collective_permute", "stablehlo.all_to_all", "stablehlo.collective_broadcast")
-# The ops an index derived after a pass that erases only calls of its own targets holds:
-# those such a pass never builds (Pass.erases_only_its_calls).
-KEPT_KINDS = frozenset({"stablehlo.custom_call", "stablehlo.if", "stablehlo.case", "stablehlo.convolution",
-                        *COLLECTIVE_OPS})
-
-
-class OpIndex:
-    """The ops of a module in pre-order, with their names and (custom-calls) targets, from
-    one walk: which ops a module holds, for deciding which passes have work.
-
-    Walking: every op (`keep` None), or only the ops named in `keep` (with the names of
-    all: `names` is complete, `kinds` is `keep`, and the index answers walks for those
-    names alone).  Or (`ops` given) the ops of `kinds`, kept from an earlier index (see
-    `kept_after_own_calls`)."""
-
-    def __init__(self, module: ir.Module, ops: list[tuple[ir.Operation, str, str]] | None = None,
-                 kinds: frozenset[str] | None = None, *, keep: frozenset[str] | None = None):
-        self.module = module
-        self.kinds = kinds
-        names: set[str] | None = None
-        if ops is None:
-            ops = []
-            append = ops.append
-            advance = ir.WalkResult.ADVANCE  # looked up once: the walk calls visit per op
-            if keep is None:
-                def visit(op: ir.Operation) -> ir.WalkResult:
-                    name = op.name
-                    append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-                    return advance
-            else:
-                # Most ops are of no kind a pass looks for: their names only.
-                self.kinds = keep
-                names = set()
-                add = names.add
-
-                def visit(op: ir.Operation) -> ir.WalkResult:
-                    name = op.name
-                    add(name)
-                    if name in keep:
-                        append((op, name, call_target(op) if name == "stablehlo.custom_call" else ""))
-                    return advance
-
-            module.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
-        self.ops = ops
-        self.names = names if names is not None else {name for _, name, _ in self.ops}
-        self.targets = {target for _, name, target in self.ops if name == "stablehlo.custom_call"}
-
-    def answers(self, kinds: set[str] | frozenset[str] | None) -> bool:
-        """Whether this index holds every op of the names `kinds` (None: of every name)."""
-        return self.kinds is None or (kinds is not None and self.kinds.issuperset(kinds))
-
-    def kept_after_own_calls(self, targets: Sequence[str]) -> OpIndex:
-        """The ops of KEPT_KINDS in this index that are left after a pass that rewrote every
-        custom-call of `targets`, erased no other op and built none of KEPT_KINDS
-        (Pass.erases_only_its_calls), in order.  Read from this index alone: nothing
-        touches the ops (an erased op's Python object may outlive it)."""
-        kept = [entry for entry in self.ops if entry[1] in KEPT_KINDS
-                and not (entry[1] == "stablehlo.custom_call" and target_in(entry[2], targets))]
-        return OpIndex(self.module, kept, KEPT_KINDS)
-
-
-class PassWalks:
-    """What the walks of one pass share with the pass manager, while the pass runs.
-
-    `offered`: the index the manager built since the module last changed, handed to the
-    pass's first walk (the pass has not changed the module yet: every pass reads before it
-    rewrites), so a pass that rewrites does not walk the whole module once more; handed out
-    once.  `first`: the index the pass's first walk used or made, which the manager keeps
-    when the pass says it changed nothing.  Scoped to the pass by a context variable (no
-    module state outlives it: an index holds its module's ops, and so the module, alive)."""
-
-    def __init__(self, offered: OpIndex | None):
-        self.offered = offered
-        self.first: OpIndex | None = None
-
-    @contextmanager
-    def active(self) -> Iterator[PassWalks]:
-        token = _PASS_WALKS.set(self)
-        try:
-            yield self
-        finally:
-            _PASS_WALKS.reset(token)
-
-
-_PASS_WALKS: contextvars.ContextVar[PassWalks | None] = contextvars.ContextVar("pass_walks", default=None)
-
-
-def indexed_kinds() -> frozenset[str]:
-    """The ops a walk keeps by default: the kinds passes look for (those the registered
-    passes name, KEPT_KINDS, calls), so that an index answers the walks of the passes
-    after it without holding every op."""
-    from passes.lib.registry import PASSES
-
-    return frozenset({"func.call", *KEPT_KINDS, *(op for p in PASSES.values() for op in p.ops)})
-
-
-def _ops(module: ir.Module, kinds: set[str] | frozenset[str] | None) -> list[tuple[ir.Operation, str, str]]:
-    """The module's ops, at least those named `kinds` (None: every op)."""
-    walks = _PASS_WALKS.get()
-    index = None
-    if walks is not None:
-        index, walks.offered = walks.offered, None
-    if index is None or index.module is not module or not index.answers(kinds):
-        index = OpIndex(module, keep=None if kinds is None else indexed_kinds() | frozenset(kinds))
-    if walks is not None and walks.first is None:
-        walks.first = index
-    return index.ops
 
 
 def call_target(op: ir.Operation) -> str:

@@ -14,6 +14,7 @@ from converter.runtime.convert import convert_text
 from converter.tools.cli import main
 from converter.mlir import builders
 from passes import PASSES, PassError, PassOptions, parse_pipeline, register_pass, run_pipeline
+from passes.lib.facts import Fact
 from tests.helpers import assert_close, convert_program, run_xla
 
 MODULE = """HloModule m
@@ -55,7 +56,7 @@ def test_unknown_pass_is_an_error_listing_the_known_ones(capsys, tmp_path):
 
 def test_verification_failure_names_the_pass():
     @register_pass("test-break-module", "a deliberately broken pass (test only)")
-    def break_module(module: ir.Module, options: PassOptions) -> None:
+    def break_module(module: ir.Module, options: PassOptions, walks) -> None:
         from passes.lib import rewrite
 
         op = rewrite.walk(module, "stablehlo.exponential")[0]
@@ -63,7 +64,7 @@ def test_verification_failure_names_the_pass():
         op.results[0].set_type(ir.RankedTensorType.get([3, 4], ir.F32Type.get()))
 
     @register_pass("test-read-module", "a pass that only reads (test only)")
-    def read_module(module: ir.Module, options: PassOptions) -> None:
+    def read_module(module: ir.Module, options: PassOptions, walks) -> None:
         from passes.lib import rewrite
 
         rewrite.walk(module)
@@ -98,7 +99,7 @@ def test_the_import_verifies_with_the_pipeline_and_its_faults_are_blamed_on_the_
     from converter.importer.core import HloImportError
 
     @register_pass("test-break-module", "a deliberately broken pass (test only)")
-    def break_module(module: ir.Module, options: PassOptions) -> None:
+    def break_module(module: ir.Module, options: PassOptions, walks) -> None:
         from passes.lib import rewrite
 
         op = rewrite.walk(module, "stablehlo.exponential")[0]
@@ -125,10 +126,10 @@ def test_passes_without_their_ops_are_skipped_and_the_next_pass_sees_every_op():
     seen: dict[str, list[str]] = {}
 
     def recorder(name):
-        def run(module: ir.Module, options: PassOptions) -> None:
+        def run(module: ir.Module, options: PassOptions, walks) -> None:
             from passes.lib import rewrite
 
-            seen[name] = [op.name for op in rewrite.walk(module)]
+            seen[name] = [op.name for op in walks.walk()]
             if name == "test-rewrite":  # changes the module: later passes must not see stale ops
                 exp = rewrite.walk(module, "stablehlo.exponential")[0]
                 with rewrite.at(exp):
@@ -270,57 +271,45 @@ def test_passes_see_options_io():
     assert "IR after cse" in out.getvalue()
 
 
-def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(monkeypatch, tmp_path):
-    import passes.lib.manager as manager
+def test_one_walk_decides_for_passes_that_change_nothing_or_write_no_new_custom_call(tmp_path, walk_count):
     from passes.lib import rewrite
 
-    walks = []
-
-    class CountedIndex(rewrite.OpIndex):
-        def __init__(self, module, ops=None, kinds=None, *, keep=None):
-            if ops is None:  # a walk (an index derived from another is not)
-                walks.append(1)
-            super().__init__(module, ops, kinds, keep=keep)
-
-    monkeypatch.setattr(manager, "OpIndex", CountedIndex)
-    monkeypatch.setattr(rewrite, "OpIndex", CountedIndex)
-
-    def unchanged(module: ir.Module, options: PassOptions) -> bool:
+    def unchanged(module: ir.Module, options: PassOptions, walks) -> bool:
         return False
 
-    def rewrites(module: ir.Module, options: PassOptions) -> None:
-        exp = rewrite.walk(module, "stablehlo.exponential")[0]
+    def rewrites(module: ir.Module, options: PassOptions, walks) -> None:
+        exp = walks.walk("stablehlo.exponential")[0]
         with rewrite.at(exp):
             rewrite.replace(exp, [builders.unary("tanh", exp.operands[0])])
 
-    def walks_unchanged(module: ir.Module, options: PassOptions) -> bool:
-        rewrite.walk(module, "stablehlo.reduce")
+    def walks_unchanged(module: ir.Module, options: PassOptions, walks) -> bool:
+        walks.walk("stablehlo.reduce")
         return False
 
     register_pass("test-unchanged", "test only", ops=("stablehlo.reduce",))(unchanged)
     register_pass("test-walks-unchanged", "test only")(walks_unchanged)
     # (It names the ops it looks for: an index holds those, and not every op.)
-    register_pass("test-keeps", "test only", ops=("stablehlo.reduce", "stablehlo.exponential"), keeps_targets=True)(rewrites)
+    register_pass("test-keeps", "test only", ops=("stablehlo.reduce", "stablehlo.exponential"), preserves={Fact.CALL_TARGETS})(rewrites)
     register_pass("test-wants-call", "test only", targets=("foo*",))(unchanged)
     ran = []
-    register_pass("test-wants-tanh", "test only", ops=("stablehlo.tanh",))(lambda m, o: ran.append(1))
+    register_pass("test-wants-tanh", "test only", ops=("stablehlo.tanh",))(lambda m, o, w: ran.append(1))
     try:
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-unchanged", "test-wants-call", "test-unchanged"])
-        assert len(walks) == 1  # what the first walk found still holds after a pass that changed nothing
-        walks.clear()
+        assert len(walk_count) == 1  # what the first walk found still holds after a pass that changed nothing
+        walk_count.clear()
         # ... also the walk of a pass that found the module unchanged
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"])
-        assert len(walks) == 1
+        assert len(walk_count) == 1
         # A pass that changed nothing is still written after, as every other one.
         run_pipeline(convert_text(MODULE, pipeline="none"), ["test-walks-unchanged", "test-unchanged"],
                      dump_dir=str(tmp_path))
         assert sorted(p.name for p in tmp_path.iterdir()) == ["00-import.mlir", "01-test-walks-unchanged.mlir",
                                                                "02-test-unchanged.mlir"]
-        walks.clear()
+        walk_count.clear()
         # After a pass that writes no new custom-call the targets are known (none here);
         # the ops are not: a pass that looks for ops walks again and finds the new tanh.
         report = run_pipeline(convert_text(MODULE, pipeline="none"), ["test-keeps", "test-wants-call", "test-wants-tanh"])
-        assert len(walks) == 2 and ran == [1]
+        assert len(walk_count) == 2 and ran == [1]
         assert [n for n, _ in report.timings] == ["test-keeps", "test-wants-call", "test-wants-tanh", "verify"]
     finally:
         for name in ("test-unchanged", "test-walks-unchanged", "test-keeps", "test-wants-call", "test-wants-tanh"):
@@ -335,8 +324,8 @@ ENTRY main {
 """
 
 
-def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
-    """After a pass registered with erases_only_its_calls (strip-annotations, cublas-gemm,
+def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch, walk_count):
+    """After a pass that keeps Fact.OPS_BUT_ITS_CALLS (strip-annotations, cublas-gemm,
     te-fused-attention) the manager derives the module's custom-calls, ifs, cases,
     convolutions and collectives from the walk the pass read, instead of walking again:
     the MaxText sample's default pipeline walks twice (before the first pass, after cse
@@ -349,16 +338,6 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     from converter.importer.core import import_hlo
     from passes.lib import manager, rewrite
 
-    walks = []
-
-    class CountedIndex(rewrite.OpIndex):
-        def __init__(self, module, ops=None, kinds=None, *, keep=None):
-            if ops is None:
-                walks.append(1)
-            super().__init__(module, ops, kinds, keep=keep)
-
-    monkeypatch.setattr(manager, "OpIndex", CountedIndex)
-    monkeypatch.setattr(rewrite, "OpIndex", CountedIndex)
     allow = {"__cublas$lt$matmul", "te_fused_attn_forward_ffi", "te_fused_attn_backward_ffi"}
     sample = "samples/gpu_maxtext_train_step_te_fused_attention.hlo"
     hlo = parse_hlo(open(sample).read(), sample)
@@ -366,7 +345,7 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
     real_verify = manager.verify
     monkeypatch.setattr(manager, "verify", lambda module, after: verified.append(list(after)) or real_verify(module, after))
     run_pipeline(import_hlo(hlo), "default", PassOptions(allow_custom_calls=allow))
-    assert len(walks) == 2
+    assert len(walk_count) == 2
     # Verified once, before cse (which needs a valid module): the passes after cse and
     # canonicalize keep a valid module valid (drop-default-attributes), or changed nothing.
     assert verified == [["cublas-gemm", "te-fused-attention"]]
@@ -386,22 +365,23 @@ def test_passes_that_erase_only_their_calls_hand_on_what_they_read(monkeypatch):
         checked += 1
     assert checked > 100
 
-    def builds_a_call(module: ir.Module, options: PassOptions) -> None:
-        for op in rewrite.custom_calls(module, "test_target"):
+    def builds_a_call(module: ir.Module, options: PassOptions, walks) -> None:
+        for op in walks.custom_calls("test_target"):
             with rewrite.at(op):
                 new = builders.op("stablehlo.custom_call", [r.type for r in op.results], list(op.operands),
                                   {"call_target_name": ir.StringAttr.get("other_target")})
             rewrite.replace(op, list(new.results))
 
-    def erases_a_call(module: ir.Module, options: PassOptions) -> None:
-        for op in rewrite.custom_calls(module, "test_target"):
+    def erases_a_call(module: ir.Module, options: PassOptions, walks) -> None:
+        for op in walks.custom_calls("test_target"):
             rewrite.replace(op, list(op.operands))
 
     # A pass that breaks what it is registered as promising is named by --verify-each.
     for name, fn, promise, registration in [
         ("test-builds-a-call", builds_a_call, "erasing only its own",
-         dict(targets=("test_target",), erases_only_its_calls=True)),
-        ("test-erases-a-call", erases_a_call, "keeping every op", dict(ops=("stablehlo.custom_call",), keeps_ops=True)),
+         dict(targets=("test_target",), preserves={Fact.OPS_BUT_ITS_CALLS})),
+        ("test-erases-a-call", erases_a_call, "keeping every op", dict(ops=("stablehlo.custom_call",),
+                                                                      preserves={Fact.OPS})),
     ]:
         register_pass(name, "test only: breaks its registration", **registration)(fn)
         try:
