@@ -525,7 +525,9 @@ class ComputationImporter:
 
 
 class RuleContext:
-    """What an import rule sees besides its operands: the instruction and the importer."""
+    """What an import rule sees besides its operands: the instruction and the importer.
+    A fresh one per instruction (ComputationImporter.build), as JAX's lowering rules get one
+    per equation: what a rule keeps of it (a closure, a nested import) stays its own."""
 
     __slots__ = ("module_importer", "computation_importer", "instr", "attrs", "shape")
 
