@@ -2,8 +2,12 @@
 
 One `ModuleImporter` per module (context, type cache, functions, locations) and one
 `ComputationImporter` per imported body (a map from HLO instruction to the MLIR values of
-its flattened leaves).  Each opcode's rule lives in `converter.importer.rules` and is
-found through the table in `converter.importer.registry`.
+its flattened leaves), whose loop hands each instruction to its opcode's rule with a
+fresh `RuleContext`.  Each opcode's rule lives in `converter.importer.rules` and is found
+through the table in `converter.importer.registry`.  Beside the loop, each in its module:
+instruction locations (`locations`), the element types an op computes in where the
+dump's differ (`type_correction`), and merging an instruction into an equal earlier one
+(`merging`, when the pipeline runs cse first).
 """
 
 from __future__ import annotations
@@ -20,39 +24,17 @@ from jaxlib.mlir.dialects import func, stablehlo
 from converter.hlo import dtypes
 from converter.common.errors import ConverterError
 from converter.hlo import attrs as hlo_attrs
-from converter.hlo.ir import Computation, Instruction, Module, Shape, metadata_source, split_operand
+from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
 from converter.mlir.builders import bounded_type, integer_attr, op as build_op
-from converter.importer.registry import PURE, RULES, UNLOCATED, find_rule
+from converter.importer.locations import InstructionLocations
+from converter.importer.merging import BlockMergers, DuplicateMerger
+from converter.importer.registry import PURE, RULES, UNLOCATED, ImportRule, find_rule
+from converter.importer.type_correction import CORRECTED, NOT_ARRAYS, computed_shape, to_dump_types
 from converter.mlir.module_attributes import set_elided_constants, set_module_devices
 from converter.mlir.context import NoMlirTypeError, make_context, mlir_element_type
 
 Values = list[ir.Value]
-
-_MISSING = object()
-# Looked up once: ModuleImporter.location makes two or three locations per instruction.
-_name_location, _file_location, _fused_location = ir.Location.name, ir.Location.file, ir.Location.fused
-
-
-def _source_key(metadata_text: str) -> str:
-    """The metadata's text less its scheduling name, in which the instructions of one
-    source differ: two texts with the same key have the same op_name, source file and
-    line and stack frame.  The text is `key=value` items (the parser refuses anything
-    else, as XLA's does).  Only in a text without escapes or single quotes, where a
-    double quote opens or closes a value: the first `scheduling_name="` at the text's
-    start or after whitespace (not the end of a longer key, which allow_unknown_attributes
-    keeps) with an even number of quotes before it (outside every quoted value) is that
-    item, and its value ends at the next quote.  Any other text is its own key."""
-    start = metadata_text.find('scheduling_name="')
-    if start < 0 or "\\" in metadata_text or "'" in metadata_text or \
-            (start and not metadata_text[start - 1].isspace()) or metadata_text.count('"', 0, start) & 1:
-        return metadata_text
-    end = metadata_text.find('"', start + 17)
-    if end < 0:
-        return metadata_text
-    if end == len(metadata_text) - 1:  # the last item, as XLA prints it: one slice
-        return metadata_text[:start]
-    return metadata_text[:start] + metadata_text[end + 1 :]
 
 
 def _no_rule_message(opcode: str) -> str:
@@ -98,7 +80,7 @@ class ImportOptions:
     # Not None: an instruction of a PURE opcode equal to an earlier one of the same block
     # (same operand values and shapes, result shape, attributes and literal) takes that
     # one's values instead of building equal ops, where a use that none of these tests
-    # says a pass may drop keeps those alive (see _used).  The module is then what MLIR's
+    # says a pass may drop keeps those alive (converter.importer.merging).  The module is then what MLIR's
     # CSE makes of the faithful import, built without the ops CSE would erase: for a
     # pipeline that runs cse before anything else reads the module (convert sets it then,
     # from passes.lib.manager.merge_before_cse).  None: every instruction builds its ops.
@@ -119,13 +101,9 @@ class ModuleImporter:
         self._types_by_id: dict[int, tuple[Shape, list[ir.Type]]] = {}
         # id(tuple shape) -> (shape, leaf_starts(shape)).
         self._leaf_starts: dict[int, tuple[Shape, list[int]]] = {}
-        # The source part of instruction locations (op_name, stack frame or source file),
-        # shared by many instructions: (stack_frame_id, source_file, source_line, op_name) -> location.
-        self._sources: dict[tuple, ir.Location | None] = {}
-        # The same by the metadata's text less its scheduling name (see location).
-        self._sources_by_text: dict[str, ir.Location | None] = {}
-        # id(root instruction) -> (instruction, location): see location.
-        self._root_locations: dict[int, tuple[Instruction, ir.Location]] = {}
+        # An instruction's location (its name at its line:col, fused with its metadata's
+        # source): converter.importer.locations, looked up once (several calls per instruction).
+        self.location: Callable[[Instruction], ir.Location] = InstructionLocations(hlo).location
         # One-element constants' attributes: (element type, dims, dtype, bytes) -> attribute.
         self.splat_constants: dict[tuple, ir.Attribute] = {}
         # Attributes (or attribute dictionaries, or facts of shapes) that rules make once per
@@ -145,9 +123,9 @@ class ModuleImporter:
         self.tap_collectors: list[dict[str, Values]] = []
         # The non-finite monitor (converter.importer.nonfinite_monitor.MonitorRecorder) or None.
         self.monitor = None
-        # merge_duplicates: per block, merge key -> entry (see ComputationImporter.run).
-        self._merge_tables: dict[ir.Block, dict[tuple, list]] | None = \
-            {} if self.options.merge_duplicates is not None else None
+        # merge_duplicates: the PURE instructions imported so far, per block (converter.importer.merging).
+        merge = self.options.merge_duplicates
+        self._mergers: BlockMergers | None = BlockMergers(merge) if merge is not None else None
 
     @functools.cached_property
     def _rng(self) -> np.random.Generator:
@@ -155,22 +133,13 @@ class ModuleImporter:
         one is (numpy.random is not loaded for the modules that have none)."""
         return np.random.default_rng(self.options.seed)
 
-    def merge_table(self) -> dict[tuple, list] | None:
-        """The instructions imported so far into the block being built, by merge key; None
-        when instructions are not merged (the option is off, taps are taken, or ops are not
-        being appended at the end of a block).  Only within one block: an earlier op of the
-        same block dominates every later one, and no value crosses into a region or out of
-        it (MLIR's CSE, which also reuses values of enclosing blocks, merges the rest)."""
-        if self._merge_tables is None or self.tap_plan is not None or self.monitor is not None:
+    def duplicate_merger(self) -> DuplicateMerger | None:
+        """The merger of the block being built; None when instructions are not merged (the
+        option is off, taps are taken, the non-finite monitor counts, or ops are not being
+        appended at the end of a block)."""
+        if self._mergers is None or self.tap_plan is not None or self.monitor is not None:
             return None
-        point = ir.InsertionPoint.current
-        if point.ref_operation is not None:
-            return None
-        block = point.block
-        table = self._merge_tables.get(block)
-        if table is None:
-            table = self._merge_tables[block] = {}
-        return table
+        return self._mergers.current()
 
     # ---------------------------------------------------------------------- types
     def leaf_types(self, shape: Shape) -> list[ir.Type]:
@@ -210,60 +179,6 @@ class ModuleImporter:
         if not shape.is_dynamic:
             return ir.RankedTensorType.get(shape.dims, element)
         return bounded_type(list(shape.dims), list(shape.dynamic), element)
-
-    # ------------------------------------------------------------------ locations
-    def location(self, instr: Instruction) -> ir.Location:
-        """The instruction's name at its line:col, fused with its metadata's source.  A
-        computation's root's is made once: a region's return takes it too, and a reducer
-        is imported with every reduce that calls it (the entry holds the instruction: no
-        other takes its id)."""
-        if instr.is_root:
-            known = self._root_locations.get(id(instr))
-            if known is None:
-                known = self._root_locations[id(instr)] = (instr, self._new_location(instr))
-            return known[1]
-        return self._new_location(instr)
-
-    def _new_location(self, instr: Instruction) -> ir.Location:
-        loc = _name_location(instr.name, childLoc=_file_location(self.hlo.path, instr.line, instr.col))
-        # The metadata as the dump wrote it, where the parser keeps it unparsed until used.
-        text = instr.metadata_text
-        if text is not None:
-            if "op_name" not in text and "source_file" not in text and "stack_frame_id" not in text:
-                return loc  # metadata without a source (only scheduling names, ...): not worth parsing
-            key = _source_key(text)
-            source = self._sources_by_text.get(key, _MISSING)
-            if source is _MISSING:
-                source = self._sources_by_text[key] = self._source(metadata_source(text))
-        else:  # metadata given as a record (or none)
-            md = instr.metadata
-            if md is None:
-                return loc
-            source = self._source((md.stack_frame_id, md.source_file, md.source_line, md.op_name))
-        return _fused_location([loc, source]) if source is not None else loc
-
-    def _source(self, key: tuple[int, str, int, str]) -> ir.Location | None:
-        """The location of (stack_frame_id, source_file, source_line, op_name)."""
-        try:
-            return self._sources[key]
-        except KeyError:
-            source = self._sources[key] = self._source_location(*key)
-            return source
-
-    def _source_location(self, stack_frame_id: int, source_file: str, source_line: int,
-                         op_name: str) -> ir.Location | None:
-        """Where the metadata says an instruction comes from: its op_name around its stack
-        frame's (or source file's) position."""
-        source = None
-        if stack_frame_id:
-            frame = self.hlo.stack_frames.location(stack_frame_id)
-            if frame is not None:
-                source = ir.Location.file(frame[0], frame[1], frame[2])
-        if source is None and source_file:
-            source = ir.Location.file(source_file, source_line, 0)
-        if op_name:
-            source = ir.Location.name(op_name, childLoc=source) if source is not None else ir.Location.name(op_name)
-        return source
 
     def error(self, message: str, instr: Instruction | None = None) -> HloImportError:
         return HloImportError(message, instr, self.hlo.path)
@@ -524,18 +439,17 @@ class ComputationImporter:
         return leaves
 
     def run(self) -> Values:
+        """Import the instructions in order, each by its opcode's rule (see build), and
+        return the root's leaves.  A PURE instruction equal to an earlier one of the block
+        takes its values where the block has a duplicate merger (converter.importer.merging)."""
         values = self.values
         module_importer = self.module_importer
         comp = self.comp
         by_name = comp.by_name
-        location = module_importer.location
         taps = module_importer.tap_plan is not None
-        ctx = RuleContext(module_importer, self)
         rules_get = RULES.get
-        follows = FOLLOWS_OPERAND
-        unlocated = UNLOCATED
-        merged = module_importer.merge_table()
-        pure = PURE if merged is not None else frozenset()
+        merger = module_importer.duplicate_merger()
+        pure = PURE if merger is not None else frozenset()
         monitor = module_importer.monitor
         frame = monitor.enter(comp) if monitor is not None else None
         if frame is not None and frame.path is None:
@@ -554,6 +468,7 @@ class ComputationImporter:
             rule = rules_get(opcode) or find_rule(opcode)
             if rule is None:
                 raise module_importer.error(_no_rule_message(opcode), instr)
+            # The operands as rules take them (a tuple-shaped one as its list of leaves), and their shapes.
             operands: list[Any] = []
             shapes: list[Shape] = []
             for name in instr.operands:
@@ -566,78 +481,15 @@ class ComputationImporter:
                     shape = producer.shape
                 shapes.append(shape)
                 operands.append(leaves if shape.element_type == "tuple" else leaves[0])
-            ctx.instr = instr
-            ctx.attrs = instr.attrs
-            shape = instr.shape
-            # The result shape in the element types the op computes in, where that differs
-            # from the dump's (see FOLLOWS_OPERAND_0); None in the common case.
-            natural = None
-            followed = follows.get(opcode)
-            if followed is not None:
-                element_type = shape.element_type
-                if element_type not in NOT_ARRAYS and len(shapes) > followed:
-                    source = shapes[followed].element_type
-                    # complex → real (abs of c64 is f32) is the op's own type change.
-                    if source != element_type and source not in NOT_ARRAYS and source[0] != "c":
-                        natural = Shape(source, shape.dims, shape.dynamic, shape.layout)
-            elif opcode in POSITIONAL:
-                natural = _positional_natural_shape(shape, shapes)
-            ctx.shape = natural or shape
             key = None
             if opcode in pure:
-                # What makes the import of a PURE instruction equal to another's, less the
-                # attributes (_same_attributes compares those when a key matches): its
-                # opcode, the identity of its result and operand shapes (the parser makes
-                # one Shape object per shape text: equal shapes from two texts only miss a
-                # merge) and of its operand values (one shape per operand: the ids line
-                # up), and for a constant its literal.
-                literal = _literal_key(instr) if opcode == "constant" else None
-                if opcode != "constant" or literal is not None:
-                    key = (opcode, id(shape), *map(id, shapes), *map(id, operands), literal)
-                if key is not None:
-                    earlier = merged.get(key)
-                    if earlier is not None and not _same_attributes(earlier, instr.attrs):
-                        # Another instruction of these operands and shapes: keyed with its attributes.
-                        key = _attributes_key(key, instr.attrs)
-                        earlier = merged.get(key) if key is not None else None
-                    if earlier is not None and \
-                            (earlier[1] or _used(earlier[0], module_importer.options.merge_duplicates)):
-                        earlier[1] = True
-                        values[instr.name] = earlier[0]
-                        continue
-            try:
-                if opcode in unlocated and natural is None:
-                    out = rule(ctx, *operands)
-                    if type(out) is not list:
-                        out = list(out)
-                else:
-                    with location(instr):
-                        out = rule(ctx, *operands)
-                        if isinstance(out, ir.Value):
-                            out = [out]
-                        elif isinstance(out, (ir.OpView, ir.Operation)):
-                            out = list(out.results)
-                        elif type(out) is not list:
-                            out = list(out)
-                        if natural is not None:
-                            out = [_convert(v, t) for v, t in zip(out, module_importer.leaf_types(shape))]
-            except HloImportError:
-                raise
-            except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
-                raise module_importer.error(f"cannot import: {e}", instr) from e
-            values[instr.name] = out
+                key, earlier = merger.find(instr, instr.shape, shapes, operands)  # type: ignore[union-attr]
+                if earlier is not None:
+                    values[instr.name] = earlier
+                    continue
+            out = values[instr.name] = self.build(rule, instr, operands, shapes)
             if key is not None:
-                # [values, whether they are known to be used, attributes, their value
-                # key once a later instruction is compared, what the key names by id:
-                # the entry holds them, so no other object takes one of those ids while
-                # it lives].  A rule that handed an operand on built nothing to erase.
-                first = out[0]
-                passed_on = False
-                for x in operands:
-                    if x is first:
-                        passed_on = True
-                        break
-                merged[key] = [out, passed_on, instr.attrs, None, operands, shapes, shape]
+                merger.record(key, out, instr, operands, shapes, instr.shape)  # type: ignore[union-attr]
             if taps:
                 module_importer.record_tap(instr.name, out)
             if frame is not None:
@@ -647,105 +499,58 @@ class ComputationImporter:
             monitor.leave()
         return values[comp.root.name]
 
-
-def _used(values: Values, may_drop: Sequence[Callable[[ir.Operation, ir.Value], bool]]) -> bool:
-    """Whether an earlier equal instruction's values are used by an op whose use lasts
-    until cse: not a custom-call (passes rewrite them) nor a use that a pass before cse
-    `may_drop`.  CSE erases an op that nothing uses rather than keep it for the equal ops
-    after it: the first used one is kept, where it stands, with its location.  So an
-    instruction is merged only into one that is used already (and stays used without the
-    merge); until then it builds its own ops, and becomes the one later instructions are
-    merged into."""
-    for value in values:
-        for use in value.uses:
-            user = use.owner
-            if user.name != "stablehlo.custom_call" and not any(drop(user, value) for drop in may_drop):
-                return True
-    return False
-
-
-# Literals up to this size are compared (a larger constant builds its op; CSE merges it).
-_MERGED_LITERAL_BYTES = 4096
-
-
-def _literal_key(instr: Instruction) -> tuple | None:
-    """A constant's literal in a merge key; None where it is not merged: an elided or
-    tuple literal (made up per instruction), one over _MERGED_LITERAL_BYTES."""
-    value = instr.literal
-    if type(value) is not np.ndarray or value.nbytes > _MERGED_LITERAL_BYTES or instr.literal_elided:
-        return None
-    return (value.dtype, value.shape, value.tobytes())
-
-
-def _attributes_key(key: tuple, attrs: dict[str, Any]) -> tuple | None:
-    """A merge key that also holds the attributes (for the instructions after the first
-    whose key matched another's but whose attributes did not); None where an attribute
-    is of a kind not known to compare by value."""
-    frozen = hlo_attrs.value_key(attrs)
-    return None if frozen is None else (key, frozen)
-
-
-def _same_attributes(entry: list, attrs: dict[str, Any]) -> bool:
-    """Whether an instruction's attributes are those of a merge table entry, compared by
-    their value keys (attrs.value_key; False where either holds a value of a kind not
-    known to compare by value)."""
-    if not attrs and not entry[2]:
-        return True
-    if entry[3] is None:
-        entry[3] = hlo_attrs.value_key(entry[2])
-    return entry[3] is not None and entry[3] == hlo_attrs.value_key(attrs)
-
-
-# Ops whose results carry their operands' element type: result leaves follow operand 0,
-# or (POSITIONAL) result leaf i follows operand i.  XLA's TPU compiler changes element
-# types inside fusions ("float_type_correction": a pad or reshape of f32 values that
-# yields bf16, a reduce of f32 inputs with bf16 results); the op then computes in its
-# operands' type and the result is converted, which is what such a fused op does.
-FOLLOWS_OPERAND_0 = frozenset({
-    "reshape", "broadcast", "transpose", "slice", "reverse", "copy", "pad", "concatenate", "dynamic-slice",
-    "dynamic-update-slice", "gather", "negate", "abs", "exponential", "log", "tanh", "logistic", "sqrt", "rsqrt",
-    "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "sine", "cosine",
-    "exponential-minus-one", "log-plus-one", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "sign",
-    "cbrt", "erf", "tan", "atan2", "and", "or", "xor", "not", "reduce-precision",
-})
-FOLLOWS_OPERAND_1 = frozenset({"select", "clamp"})
-# opcode -> the operand whose element type the result follows.
-FOLLOWS_OPERAND = {**dict.fromkeys(FOLLOWS_OPERAND_0, 0), **dict.fromkeys(FOLLOWS_OPERAND_1, 1)}
-# Element types of shapes that are not arrays (Shape.is_array, without its three calls).
-NOT_ARRAYS = frozenset({"tuple", "token", "buffer"})
-POSITIONAL = frozenset({"reduce", "reduce-window", "sort", "scatter", "all-reduce", "all-gather", "reduce-scatter",
-                        "all-to-all", "collective-permute"})
-
-
-def _positional_natural_shape(shape: Shape, operand_shapes: list[Shape]) -> Shape | None:
-    """For a POSITIONAL op: the result whose leaf i has operand i's element type, where
-    any differs from the dump's (None otherwise)."""
-    leaves = shape.leaves()
-    sources = operand_shapes[: len(leaves)]
-    if len(sources) == len(leaves) and all(s.is_array for s in sources) and \
-            any(s.element_type != leaf.element_type for s, leaf in zip(sources, leaves)):
-        natural = [Shape(s.element_type, leaf.dims, leaf.dynamic, leaf.layout) for s, leaf in zip(sources, leaves)]
-        return natural[0] if not shape.is_tuple else Shape("tuple", tuple_shapes=tuple(natural))
-    return None
-
-
-def _convert(value: ir.Value, t: ir.Type) -> ir.Value:
-    if value.type == t:
-        return value
-    return ir.Operation.create("stablehlo.convert", results=[t], operands=[value]).result
+    def build(self, rule: ImportRule, instr: Instruction, operands: list[Any], shapes: list[Shape]) -> Values:
+        """The result leaves of `instr`, built by its `rule` with a fresh RuleContext at the
+        instruction's location (none for an UNLOCATED opcode).  Where the op computes in
+        other element types than the dump's (converter.importer.type_correction), the rule
+        builds it in those and its results are converted to the dump's."""
+        module_importer = self.module_importer
+        opcode = instr.opcode
+        shape = instr.shape
+        computed = computed_shape(opcode, shape, shapes) if opcode in CORRECTED else None
+        ctx = RuleContext(module_importer, self, instr, computed or shape)
+        try:
+            if opcode in UNLOCATED and computed is None:
+                out = rule(ctx, *operands)
+                return out if type(out) is list else list(out)
+            with module_importer.location(instr):
+                out = rule(ctx, *operands)
+                if isinstance(out, ir.Value):
+                    out = [out]
+                elif isinstance(out, (ir.OpView, ir.Operation)):
+                    out = list(out.results)
+                elif type(out) is not list:
+                    out = list(out)
+                if computed is not None:
+                    out = to_dump_types(out, module_importer.leaf_types(shape))
+                return out
+        except HloImportError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, ir.MLIRError) as e:
+            raise module_importer.error(f"cannot import: {e}", instr) from e
 
 
 class RuleContext:
-    """What an import rule sees besides its operands: the instruction and the importer."""
+    """What an import rule sees besides its operands: the instruction and the importer.
+    A fresh one per instruction (ComputationImporter.build), as JAX's lowering rules get one
+    per equation: what a rule keeps of it (a closure, a nested import) stays its own."""
 
     __slots__ = ("module_importer", "computation_importer", "instr", "attrs", "shape")
 
-    def __init__(self, module_importer: ModuleImporter, computation_importer: ComputationImporter):
+    def __init__(self, module_importer: ModuleImporter, computation_importer: ComputationImporter,
+                 instr: Instruction, shape: Shape):
         self.module_importer = module_importer
         self.computation_importer = computation_importer
-        self.instr: Instruction = None  # type: ignore[assignment]
-        self.attrs: dict[str, Any] = {}
-        self.shape: Shape = None  # type: ignore[assignment]
+        self.instr = instr
+        self.attrs: dict[str, Any] = instr.attrs
+        # The result shape the rule builds: the instruction's, in the element types its op
+        # computes in (converter.importer.type_correction).
+        self.shape = shape
+
+    def with_shape(self, shape: Shape) -> RuleContext:
+        """A context for the same instruction whose rule builds a result of `shape` (a
+        rule that hands part of its work to another opcode's rule)."""
+        return RuleContext(self.module_importer, self.computation_importer, self.instr, shape)
 
     @property
     def opcode(self) -> str:

@@ -4,8 +4,9 @@ lowering rules: `@import_rule("add", "subtract")` registers a function
     rule(ctx: RuleContext, *operands) -> ir.Value | Sequence[ir.Value]
 
 where each operand is an `ir.Value` (or the list of leaf values for a tuple-shaped
-operand) and `ctx` carries the instruction, its attributes and result shape, and the
-importer (types, regions, inlining, errors).  The rule builds ops at the current insertion
+operand) and `ctx` (a fresh one per instruction, as JAX's lowering rules get one per
+equation) carries the instruction, its attributes and result shape, and the importer
+(types, regions, inlining, errors).  The rule builds ops at the current insertion
 point and location (the instruction's; none is made for a rule registered
 `builds_ops=False` or `located=False`, see UNLOCATED), and returns the values of the
 instruction's flattened result leaves.

@@ -150,7 +150,7 @@ def test_the_key_is_the_text_less_its_scheduling_name_item():
 
     from converter.hlo.ir import _RE_METADATA_ANY_KV
     from converter.hlo.parser import HloParseError, parse_hlo
-    from converter.importer.core import _source_key
+    from converter.importer.locations import _source_key
 
     # Values that end in what looks like an item's start (its closing quote then reads
     # as the opening one) drawn often: random pieces seldom make them.

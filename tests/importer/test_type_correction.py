@@ -1,6 +1,6 @@
 """Ops whose written result type differs from the type their operands compute in (XLA's
 TPU "float_type_correction" inside fusions: f32 operands, a bf16 result): the importer
-computes in the operands' type and converts the result (core.FOLLOWS_OPERAND_0/1 and the
+computes in the operands' type and converts the result (type_correction.FOLLOWS_OPERAND_0/1 and the
 POSITIONAL ops).  Generated over the class: every elementwise and data-movement opcode of
 FOLLOWS_OPERAND_0 that NumPy can compute, select and clamp (which follow operand 1), and a
 reduce, each with f32 operands and a bf16 result.  Oracle: NumPy in f32, rounded to bf16
@@ -17,7 +17,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from converter.importer.core import FOLLOWS_OPERAND_0
+from converter.importer.type_correction import FOLLOWS_OPERAND_0
 from tests.helpers import assert_close, run_ours
 from tests.importer.hlo_snippets import binary_module, unary_module
 

@@ -63,12 +63,7 @@ def _async_sugar_rule(base: str, suffix: str):
 
     def import_sugared_start(ctx, *operands):
         _check_start_shape(ctx)
-        outer_shape = ctx.shape
-        ctx.shape = outer_shape.tuple_shapes[1]
-        try:
-            out = RULES[base](ctx, *operands)
-        finally:
-            ctx.shape = outer_shape
+        out = RULES[base](ctx.with_shape(ctx.shape.tuple_shapes[1]), *operands)
         results = [out] if not isinstance(out, (list, tuple)) else list(out)
         return flat_leaves(operands) + results + context_zeros(ctx)
 
