@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation
 
 EXIT_NONE, EXIT_FOUND = 0, 3
 
@@ -98,7 +98,7 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
     if not found:
         return f"{path}: no NaN or Inf: every instruction's value is finite (or non-finite only where an operand is)"
     first = found[0]
-    lines = [f"{path}:{first.line}:{first.col}: first non-finite value: %{first.name} ({first.opcode})"
+    lines = [f"{SourceLocation(path, first.line, first.col)}: first non-finite value: %{first.name} ({first.opcode})"
              + (f", {first.where()}" if first.loops else "")
              + (f" on device {first.device}" if num_devices > 1 else "")]
     lines.append(f"  {first.count} of {first.elements} element(s) NaN or Inf; its operands hold none")
@@ -110,7 +110,7 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
     if rest:
         lines.append(f"{len(rest)} other instruction(s) also made NaN/Inf from finite operands, next:")
         for o in rest[:limit]:
-            lines.append(f"  %{o.name} ({o.opcode}) at {path}:{o.line}:{o.col}"
+            lines.append(f"  %{o.name} ({o.opcode}) at {SourceLocation(path, o.line, o.col)}"
                          + (f", {o.where()}" if o.loops else "")
                          + (f" on device {o.device}" if num_devices > 1 else "") + f": {o.count} element(s)")
     return "\n".join(lines)
