@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from converter.common.errors import ConverterError, SourceLocation
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
 EXIT_NONE, EXIT_FOUND = 0, 3
 
@@ -87,8 +87,9 @@ def find_nonfinite(program, arrays, keep_fusions: bool = False) -> list[Origin]:
     found = []
     for device, device_rows in enumerate(rows):
         if device_rows.shape[0] != len(plan.items):
-            raise ConverterError(f"{program.path}: error: --find-nonfinite: the program returns "
-                                 f"{device_rows.shape[0]} rows for {len(plan.items)} instructions (a bug; please report it)")
+            raise ConverterError(diagnostic(SourceLocation(program.path),
+                                            "--find-nonfinite: the program returns "
+                                            f"{device_rows.shape[0]} rows for {len(plan.items)} instructions (a bug; please report it)"))
         found.extend(origins(plan, device_rows, hlo, device))
     found.sort(key=lambda o: (o.key, o.device))
     return found
@@ -135,8 +136,9 @@ def run_find_nonfinite(args) -> int:
                            pass_options=pass_options_from_args(args),
                            allow_unknown_attributes=args.allow_unknown_attributes)
     if program.hlo is None:
-        raise ConverterError(f"{args.input}: error: --find-nonfinite reads an HLO dump (or XLA proto), "
-                             "not a StableHLO file: it checks the dump's instructions")
+        raise ConverterError(diagnostic(SourceLocation(args.input),
+                                        "--find-nonfinite reads an HLO dump (or XLA proto), "
+                                        "not a StableHLO file: it checks the dump's instructions"))
     snapshot = read_snapshot(args.input)
     if snapshot is not None and not args.inputs and not args.input_values:
         from converter.tools.run import snapshot_arguments
