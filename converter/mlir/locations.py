@@ -99,7 +99,8 @@ def op_location(loc: ir.Location) -> OpLocation:
             if first is None:
                 continue
             source = parts[1] if len(parts) > 1 else None
-            if source is None or (other := _instruction(source)) is not None and other[1].file == first[1].file:
+            other = _instruction(source) if source is not None else None
+            if source is None or (other is not None and other[1].file == first[1].file):
                 return OpLocation(first[0], first[1])
             return _with_source(first, source)
         found = _instruction(part)
