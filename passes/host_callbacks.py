@@ -24,7 +24,6 @@ backend_config is `{index = N : ui64}`, the callback's position in the lowering'
 
 from __future__ import annotations
 
-import re
 import warnings
 
 from jaxlib.mlir import ir
@@ -34,6 +33,7 @@ from converter.common.errors import ConverterWarning
 # callback rather than a value (the importer's callbacks._is_descriptor decides alike).
 from converter.importer.callbacks import LEGACY_TARGETS, TARGETS
 from converter.mlir import builders
+from converter.mlir.locations import op_location
 from passes.lib import rewrite
 from passes.lib.callback_plugins import find_callback_plugin
 from passes.lib.errors import PassError
@@ -70,17 +70,12 @@ def _is_descriptor(op: ir.Operation, first: ir.Value) -> bool:
     return str(ir.DenseIntElementsAttr(producer.attributes["value"])[0]) == text.strip()
 
 
-_NAMED = re.compile(r'"((?:[^"\\]|\\.)*)"\((?:"((?:[^"\\]|\\.)*)":(\d+):(\d+))?')
-
-
 def callback_source(op: ir.Operation) -> tuple[str, str]:
     """(op_name, `file:line`) from the call's location (the importer fuses the dump
     instruction's location with its metadata's op_name and source)."""
-    named = _NAMED.findall(str(op.location))
-    if len(named) < 2:
-        return "", ""
-    op_name, file, line, _ = named[1]
-    return op_name, f"{file}:{line}" if file else ""
+    where = op_location(op.location)
+    source = where.source
+    return where.op_name, f"{source.file}:{source.line}" if source is not None else ""
 
 
 def _type_text(t: ir.Type) -> str:

@@ -11,7 +11,7 @@ import re
 import warnings
 from typing import Any, Callable
 
-from converter.common.errors import ConverterWarning
+from converter.common.errors import ConverterWarning, SourceLocation, diagnostic
 from converter.hlo import attrs as hlo_attrs
 from converter.hlo.collectives import MAX_DEVICES
 from converter.hlo.lexer import (
@@ -256,7 +256,8 @@ class AttributeGrammar(ShapeGrammar, ShardingGrammar):
             message = f"unknown attribute '{key}' {what}"
         line, col = self.line_col(pos)
         if self.allow_unknown_attributes:
-            text = f"{self.path}:{line}:{col}: warning: {message}; kept as raw text, not interpreted"
+            text = diagnostic(SourceLocation(self.path, line, col), f"{message}; kept as raw text, not interpreted",
+                              "warning")
             if self.warnings.once(f"{where or opcode}:{key}", text):
                 warnings.warn(text, ConverterWarning, stacklevel=2)
             return

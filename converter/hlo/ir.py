@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from converter.common.errors import SourceLocation
 from converter.hlo.collectives import implied_device_counts
 from converter.hlo.escapes import c_unescape
 
@@ -374,6 +375,10 @@ class Module:
 
     def computation(self, name: str) -> Computation:
         return self.by_name[name]
+
+    def location_of(self, node: Instruction | Computation) -> SourceLocation:
+        """Where an instruction or computation is in this dump (`path:line:col`)."""
+        return SourceLocation(self.path, node.line, node.col)
 
 
 # ----------------------------------------------------------------------- text

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.hlo import attrs
 from converter.hlo.escapes import EscapeError, c_unescape
 from converter.hlo.ir import ELEMENT_BITS, Computation, Instruction, Shape
@@ -25,7 +25,7 @@ class HloParseError(ConverterError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        text = f"{self.path}:{self.line}:{self.col}: error: {self.message}"
+        text = diagnostic(SourceLocation(self.path, self.line, self.col), self.message)
         if self.source_line:
             shown = self.source_line.expandtabs(1)
             if len(shown) > 200:  # keep the caret visible on very long lines

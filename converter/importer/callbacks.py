@@ -89,7 +89,7 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
                 ok, why, bodies = tap_path(hlo, home, keep_fusions)
             has_results = any(not leaf.is_token for leaf in instr.shape.leaves())
             sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
-                                      f"{hlo.path}:{instr.line}:{instr.col}", operands, has_results, why,
+                                      str(hlo.location_of(instr)), operands, has_results, why,
                                       in_branch=home is not comp, in_loop=bool(bodies),
                                       assert_message=_assert_message(instr) if target == ASSERT_TARGET else None))
     return sites

@@ -22,7 +22,7 @@ from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import func, stablehlo
 
 from converter.hlo import dtypes
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.hlo import attrs as hlo_attrs
 from converter.hlo.ir import Computation, Instruction, Module, Shape, split_operand
 from converter.hlo.printer import shape_to_text, sharding_to_text
@@ -54,12 +54,10 @@ class HloImportError(ConverterError):
         self.instr = instr
         self.path = path
         self.message = message
-        if instr is not None:
-            where = f"{path}:{instr.line}:{instr.col}: " if path else ""
-            text = f"{where}error: %{instr.name} ({instr.opcode}): {message}"
-        else:
-            text = f"{path + ': ' if path else ''}error: {message}"
-        super().__init__(text)
+        where = None
+        if path:
+            where = SourceLocation(path) if instr is None else SourceLocation(path, instr.line, instr.col)
+        super().__init__(diagnostic(where, message if instr is None else f"%{instr.name} ({instr.opcode}): {message}"))
 
 
 @dataclass

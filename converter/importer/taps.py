@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.common.suggest import did_you_mean
 from converter.hlo.ir import Computation, Instruction, Module
 
@@ -126,7 +126,7 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
             if not hint:
                 close = [n for n in where if n.startswith(name.split(".")[0])][:5]
                 hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
-            raise TapError(f"{hlo.path}: error: --tap {raw}: no instruction of that name{hint}")
+            raise TapError(diagnostic(SourceLocation(hlo.path), f"--tap {raw}: no instruction of that name{hint}"))
         names.append(name)
     if request.regex is not None:
         try:
@@ -150,14 +150,14 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
         instr = comp.by_name[name]
         ok, why, bodies = tap_path(hlo, comp, keep_fusions)
         if not ok:
-            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: {why}")
+            raise TapError(diagnostic(hlo.location_of(instr), f"cannot tap %{name}: {why}"))
         if not any(not leaf.is_token for leaf in instr.shape.leaves()):
             if name not in explicit:
                 continue
-            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: it has no array value")
+            raise TapError(diagnostic(hlo.location_of(instr), f"cannot tap %{name}: it has no array value"))
         if bodies and instr.shape.is_dynamic:
-            raise TapError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot tap %{name}: a dynamic shape "
-                           "inside a while loop cannot be carried out of it")
+            raise TapError(diagnostic(hlo.location_of(instr), f"cannot tap %{name}: a dynamic shape "
+                                      "inside a while loop cannot be carried out of it"))
         instructions[name] = instr
         for body in bodies:
             in_loop_body.setdefault(body, []).append(name)
@@ -182,10 +182,10 @@ def _selected_iterations(hlo: Module, body: str, selection: str | tuple[int, int
         return selection
     trips = trip_count(hlo, caller_comp, loop)
     if trips is None:
-        raise TapError(f"{hlo.path}:{loop.line}:{loop.col}: error: --tap-iterations all: the trip count of "
-                       f"%{loop.name} is not known from the dump (no known_trip_count in its backend_config, and "
-                       "its condition is not `counter < constant` over a counter from a constant stepping by 1); "
-                       "give a range: --tap-iterations A:B")
+        raise TapError(diagnostic(hlo.location_of(loop), "--tap-iterations all: the trip count of "
+                                  f"%{loop.name} is not known from the dump (no known_trip_count in its backend_config, "
+                                  "and its condition is not `counter < constant` over a counter from a constant stepping "
+                                  "by 1); give a range: --tap-iterations A:B"))
     return 0, trips
 
 

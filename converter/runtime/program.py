@@ -25,6 +25,7 @@ from converter.hlo import dtypes
 from converter.common.errors import ConverterError
 from converter.hlo.ir import Module
 from converter.mlir.context import hlo_element_type
+from converter.mlir.locations import location_name
 from converter.mlir.module_attributes import elided_constants, module_devices
 from converter.importer.taps import output_keys, tap_labels
 
@@ -84,11 +85,6 @@ def _entry(module: ir.Module) -> ir.Operation:
     raise ConverterError("the module has no func.func @main")
 
 
-def _loc_name(loc: ir.Location) -> str | None:
-    m = re.match(r'loc\((?:fused\[)?"([^"]+)"', str(loc))
-    return m.group(1) if m else None
-
-
 def _specs(func_op: ir.Operation) -> tuple[list[ArgSpec], list[ArgSpec]]:
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
     block = func_op.regions[0].blocks[0]
@@ -110,7 +106,7 @@ def _specs(func_op: ir.Operation) -> tuple[list[ArgSpec], list[ArgSpec]]:
         return ArgSpec(i, name, tuple(rt.shape), hlo_element_type(rt.element_type), sharding)
 
     arg_sh = shardings("arg_attrs", len(ftype.inputs))
-    params = [spec(i, t, _loc_name(block.arguments[i].location) or f"arg{i}", arg_sh[i])
+    params = [spec(i, t, location_name(block.arguments[i].location) or f"arg{i}", arg_sh[i])
               for i, t in enumerate(ftype.inputs)]
     res_sh = shardings("res_attrs", len(ftype.results))
     results = [spec(i, t, f"out{i}", res_sh[i]) for i, t in enumerate(ftype.results)]

@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from converter.common.errors import ConverterError, UsageError
+from converter.common.errors import ConverterError, SourceLocation, UsageError, diagnostic
 from converter.hlo.ir import Computation, Module
 from converter.tools.extract import ExtractError, cut_instructions, extract_module, inputs_path_for
 
@@ -182,8 +182,9 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
 
         program = program_from_module(convert_module(hlo, import_options=ImportOptions(taps=request)), hlo, path)
     if program.num_devices > 1:
-        raise ConverterError(f"{path}: error: bisect takes single-device modules; this one runs on "
-                             f"{program.num_devices} devices (extract a device's instruction first)")
+        raise ConverterError(diagnostic(SourceLocation(path),
+                                        "bisect takes single-device modules; this one runs on "
+                                        f"{program.num_devices} devices (extract a device's instruction first)"))
     if arrays is None:
         from converter.runtime.inputs import build_inputs
 
@@ -245,8 +246,9 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     last = next((k for k in range(len(roots) - 1, max(-1, len(roots) - 1 - LAST_TRIES), -1)
                  if fails(comp, roots[k], everything)), None)
     if last is None:
-        raise ConverterError(f"{path}: error: the check passes on the whole module (root %{comp.root.name} and the "
-                             f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep")
+        raise ConverterError(diagnostic(SourceLocation(path),
+                                        f"the check passes on the whole module (root %{comp.root.name} and the "
+                                        f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep"))
     best = candidate(comp, roots[last], everything)
     while True:
         everything = len(comp.instructions)

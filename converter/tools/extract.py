@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from converter.common.errors import ConverterError, UsageError
+from converter.common.errors import ConverterError, SourceLocation, UsageError, diagnostic
 from converter.hlo.ir import Computation, Instruction, Module, split_operand
 from converter.importer.taps import called_computations, tap_path
 
@@ -69,7 +69,7 @@ def find_instruction(hlo: Module, name: str) -> tuple[Computation, Instruction]:
             return comp, instr
     close = [i.name for c in hlo.computations for i in c.instructions if i.name.startswith(name.split(".")[0])][:5]
     hint = f" (instructions with that prefix: {', '.join(close)})" if close else ""
-    raise ExtractError(f"{hlo.path}: error: --root {name}: no instruction of that name{hint}")
+    raise ExtractError(diagnostic(SourceLocation(hlo.path), f"--root {name}: no instruction of that name{hint}"))
 
 
 class _Names:
@@ -118,13 +118,15 @@ class _Builder:
     def check(self, instr: Instruction) -> None:
         if instr.opcode == "custom-call" and not self.allow_custom_calls:
             target = instr.attrs.get("custom_call_target", "?")
-            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract %{instr.name}'s "
-                               f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
-                               "does not run (pass --allow-custom-calls to write it anyway)")
+            raise ExtractError(diagnostic(self.hlo.location_of(instr),
+                                          f"cannot extract %{instr.name}'s "
+                                          f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
+                                          "does not run (pass --allow-custom-calls to write it anyway)"))
         if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("copy-start", "copy-done"):
-            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot extract through "
-                               f"%{instr.name} ({instr.opcode}): an asynchronous pair has no single-instruction "
-                               "form here; extract its -done instruction's operand or a later instruction")
+            raise ExtractError(diagnostic(self.hlo.location_of(instr),
+                                          "cannot extract through "
+                                          f"%{instr.name} ({instr.opcode}): an asynchronous pair has no single-instruction "
+                                          "form here; extract its -done instruction's operand or a later instruction"))
 
     def emit(self, instructions: list[Instruction], names: dict[str, str], out: list[Instruction]) -> None:
         """Append copies of `instructions` to `out` (fusions and calls inlined, called
@@ -176,9 +178,10 @@ class _Builder:
             untiled = not _tiles_reorder(src, dst)
         same_width = ELEMENT_BITS.get(src.element_type) == ELEMENT_BITS.get(dst.element_type)
         if not same_width or src.num_elements() != dst.num_elements() or not untiled:
-            raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: cannot write %{instr.name} "
-                               f"(bitcast {src} → {dst}) as plain HLO: it changes the element width, the "
-                               "element count or the tiling")
+            raise ExtractError(diagnostic(self.hlo.location_of(instr),
+                                          f"cannot write %{instr.name} "
+                                          f"(bitcast {src} → {dst}) as plain HLO: it changes the element width, the "
+                                          "element count or the tiling"))
         retyped = None
         if src.element_type != dst.element_type:
             # Same width: the layout change in the source type, then bitcast-convert.
@@ -245,7 +248,7 @@ class _Builder:
         for comp in self.hlo.computations:
             if instr.name in comp.by_name and comp.by_name[instr.name] is instr:
                 return comp.operand_shape(instr.operands[0])
-        raise ExtractError(f"{self.hlo.path}:{instr.line}:{instr.col}: error: no shape for %{instr.name}'s operand")
+        raise ExtractError(diagnostic(self.hlo.location_of(instr), f"no shape for %{instr.name}'s operand"))
 
     def computation(self, name: str) -> None:
         if name in self.computations:
@@ -262,7 +265,8 @@ class _Builder:
         root_name = names.get(source.root.name, source.root.name)
         root = next((i for i in instructions if i.name == root_name), None)
         if root is None:  # the root is a parameter passed straight through an inlined call
-            raise ExtractError(f"{self.hlo.path}: error: computation {name}'s root is not an instruction of its own")
+            raise ExtractError(diagnostic(SourceLocation(self.hlo.path),
+                                          f"computation {name}'s root is not an instruction of its own"))
         root.is_root = True
         self.computations[name] = Computation(name, instructions, source.line, source.col, False, None,
                                               source.execution_thread, {i.name: i for i in instructions}, root, params)
@@ -299,11 +303,13 @@ def cut_between(comp: Computation, instr: Instruction, cut_from: list[str], path
         name = name.strip().lstrip("%")
         other = comp.by_name.get(name)
         if other is None:
-            raise ExtractError(f"{path}:{instr.line}:{instr.col}: error: --from {name}: no instruction of that name "
-                               f"in %{instr.name}'s computation {comp.name} (a cut stays within one computation)")
+            raise ExtractError(diagnostic(SourceLocation(path, instr.line, instr.col),
+                                          f"--from {name}: no instruction of that name "
+                                          f"in %{instr.name}'s computation {comp.name} (a cut stays within one computation)"))
         stops.append(name)
     if instr.name in stops:
-        raise ExtractError(f"{path}:{instr.line}:{instr.col}: error: --from {instr.name}: that is the root itself")
+        raise ExtractError(diagnostic(SourceLocation(path, instr.line, instr.col),
+                                      f"--from {instr.name}: that is the root itself"))
     cut, reached, todo = {instr.name}, set(), [instr.name]
     while todo:
         for operand in comp.by_name[todo.pop()].operands:
@@ -316,8 +322,9 @@ def cut_between(comp: Computation, instr: Instruction, cut_from: list[str], path
     missed = [n for n in stops if n not in reached]
     if missed:
         other = comp.by_name[missed[0]]
-        raise ExtractError(f"{path}:{other.line}:{other.col}: error: --from {missed[0]}: %{instr.name} is not "
-                           "computed from it (or only through another --from instruction): nothing to cut there")
+        raise ExtractError(diagnostic(SourceLocation(path, other.line, other.col),
+                                      f"--from {missed[0]}: %{instr.name} is not "
+                                      "computed from it (or only through another --from instruction): nothing to cut there"))
     return [i for i in comp.instructions if i.name in cut]
 
 
@@ -351,11 +358,13 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
 
     comp, instr = find_instruction(hlo, name)
     if instr.opcode == "parameter":
-        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} is a parameter: there is no "
-                           "computation to extract (tap it for its value)")
+        raise ExtractError(diagnostic(hlo.location_of(instr),
+                                      f"%{instr.name} is a parameter: there is no "
+                                      "computation to extract (tap it for its value)"))
     if instr.opcode == "copy-start":
-        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: %{instr.name} (copy-start) only starts a "
-                           "copy between memory spaces: extract its copy-done")
+        raise ExtractError(diagnostic(hlo.location_of(instr),
+                                      f"%{instr.name} (copy-start) only starts a "
+                                      "copy between memory spaces: extract its copy-done"))
     builder = _Builder(hlo, allow_custom_calls)
     entry_instructions: list[Instruction] = []
     names: dict[str, str] = {}
@@ -379,8 +388,9 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
             held.append(operand)
             continue
         if any(leaf.is_tuple for leaf in producer.shape.tuple_shapes):
-            raise ExtractError(f"{hlo.path}:{producer.line}:{producer.col}: error: operand %{operand} of %{name} is a "
-                               "nested tuple; extract an instruction that uses its elements")
+            raise ExtractError(diagnostic(hlo.location_of(producer),
+                                          f"operand %{operand} of %{name} is a "
+                                          "nested tuple; extract an instruction that uses its elements"))
         parts, it = [], iter(values)
         for k, leaf in enumerate(leaves):
             if leaf.is_token:
@@ -452,7 +462,7 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     comp, instr = find_instruction(hlo, name)
     ok, why, bodies = tap_path(hlo, comp, False)
     if not ok:
-        raise ExtractError(f"{hlo.path}:{instr.line}:{instr.col}: error: cannot extract %{instr.name}: {why}")
+        raise ExtractError(diagnostic(hlo.location_of(instr), f"cannot extract %{instr.name}: {why}"))
     bodies = list(reversed(bodies))  # outer first
     callers = {c: (cc, i) for cc in hlo.computations for i in cc.instructions
                for k, c in called_computations(i, hlo) if i.opcode == "while" and k == "body"}
@@ -491,9 +501,10 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     if devices > 1:
         cross = [i for i in cut if i.opcode in DEVICE_DEPENDENT]
         if cross:
-            raise ExtractError(f"{hlo.path}:{cross[0].line}:{cross[0].col}: error: cannot extract %{cross[0].name} "
-                               f"({cross[0].opcode}) of a {devices}-device module as a one-device module: its value "
-                               "depends on the other devices")
+            raise ExtractError(diagnostic(hlo.location_of(cross[0]),
+                                          f"cannot extract %{cross[0].name} "
+                                          f"({cross[0].opcode}) of a {devices}-device module as a one-device module: its value "
+                                          "depends on the other devices"))
         if not 0 <= device < devices:
             raise UsageError(f"--device {device}: the module runs on devices 0..{devices - 1}")
 

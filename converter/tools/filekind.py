@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
 # Kinds a command may read.
 HLO = "hlo"                    # HLO text, or one of XLA's module protos
@@ -96,4 +96,4 @@ def check_kind(path: str, command: str, accepted: tuple[str, ...], hints: dict[s
         return
     expected = " or ".join(_EXPECTED[a] for a in accepted)
     hint = (hints or {}).get(kind.name, "")
-    raise ConverterError(f"{path}: error: this is {kind.what}; `{command}` reads {expected}{hint}")
+    raise ConverterError(diagnostic(SourceLocation(path), f"this is {kind.what}; `{command}` reads {expected}{hint}"))

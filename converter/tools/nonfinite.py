@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
 if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
     import numpy as np
@@ -92,8 +92,9 @@ def find_nonfinite(program, arrays, keep_fusions: bool = False) -> list[Origin]:
     found = []
     for device, device_rows in enumerate(rows):
         if device_rows.shape[0] != len(plan.items):
-            raise ConverterError(f"{program.path}: error: --find-nonfinite: the program returns "
-                                 f"{device_rows.shape[0]} rows for {len(plan.items)} instructions (a bug; please report it)")
+            raise ConverterError(diagnostic(SourceLocation(program.path),
+                                            "--find-nonfinite: the program returns "
+                                            f"{device_rows.shape[0]} rows for {len(plan.items)} instructions (a bug; please report it)"))
         found.extend(origins(plan, device_rows, hlo, device))
     found.sort(key=lambda o: (o.key, o.device))
     return found
@@ -103,7 +104,7 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
     if not found:
         return f"{path}: no NaN or Inf: every instruction's value is finite (or non-finite only where an operand is)"
     first = found[0]
-    lines = [f"{path}:{first.line}:{first.col}: first non-finite value: %{first.name} ({first.opcode})"
+    lines = [f"{SourceLocation(path, first.line, first.col)}: first non-finite value: %{first.name} ({first.opcode})"
              + (f", {first.where()}" if first.loops else "")
              + (f" on device {first.device}" if num_devices > 1 else "")]
     lines.append(f"  {first.count} of {first.elements} element(s) NaN or Inf; its operands hold none")
@@ -115,7 +116,7 @@ def format_report(path: str, found: list[Origin], num_devices: int, limit: int =
     if rest:
         lines.append(f"{len(rest)} other instruction(s) also made NaN/Inf from finite operands, next:")
         for o in rest[:limit]:
-            lines.append(f"  %{o.name} ({o.opcode}) at {path}:{o.line}:{o.col}"
+            lines.append(f"  %{o.name} ({o.opcode}) at {SourceLocation(path, o.line, o.col)}"
                          + (f", {o.where()}" if o.loops else "")
                          + (f" on device {o.device}" if num_devices > 1 else "") + f": {o.count} element(s)")
     return "\n".join(lines)
@@ -136,8 +137,9 @@ def run_find_nonfinite(o) -> int:
     options = o.convert.replace(find_nonfinite=True)
     program = runtime.load(o.input, options)
     if program.hlo is None:
-        raise ConverterError(f"{o.input}: error: --find-nonfinite reads an HLO dump (or XLA proto), "
-                             "not a StableHLO file: it checks the dump's instructions")
+        raise ConverterError(diagnostic(SourceLocation(o.input),
+                                        "--find-nonfinite reads an HLO dump (or XLA proto), "
+                                        "not a StableHLO file: it checks the dump's instructions"))
     snapshot = read_snapshot(o.input)
     if snapshot is not None and not o.inputs and not o.input_values:
         from converter.tools.run import snapshot_arguments

@@ -48,9 +48,10 @@ import numpy as np
 from jaxlib.mlir import ir, passmanager
 
 from converter.hlo.dtypes import numpy_dtype
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.mlir.context import hlo_element_type
 from converter.mlir import builders
+from converter.mlir.locations import op_location
 from passes.lib import rewrite as rewriting
 from passes.lib.errors import PassError
 from passes.lib.registry import pass_for_target
@@ -196,8 +197,8 @@ def load_file(path: str, *, override: bool = False) -> list[str]:
     except FileNotFoundError:
         raise PluginError(f"{path}: no such custom-call plug-in file") from None
     except Exception as e:  # the user's file: report where it failed, not our stack
-        raise PluginError(f"{_where_in(e, path)}: error: custom-call plug-in file failed: "
-                          f"{type(e).__name__}: {e}") from e
+        raise PluginError(diagnostic(_where_in(e, path), "custom-call plug-in file failed: "
+                                     f"{type(e).__name__}: {e}")) from e
     finally:
         _source_stack.pop()
         _override_default = saved
@@ -270,7 +271,7 @@ def _import_object(spec: str) -> Any:
     return obj
 
 
-def _where_in(e: BaseException, path: str) -> str:
+def _where_in(e: BaseException, path: str) -> SourceLocation:
     """`path:line` of the deepest frame of `e`'s traceback inside `path`."""
     line = None
     for frame in traceback.extract_tb(e.__traceback__):
@@ -278,7 +279,7 @@ def _where_in(e: BaseException, path: str) -> str:
             line = frame.lineno
     if line is None and isinstance(e, SyntaxError) and e.lineno:
         line = e.lineno
-    return f"{path}:{line}" if line else path
+    return SourceLocation(path, line or None)
 
 
 # --- applying a plug-in at a call -----------------------------------------------------------
@@ -467,15 +468,14 @@ def call_attributes(op: ir.Operation) -> CallAttributes:
     api = int(ir.IntegerAttr(a["api_version"]).value) if "api_version" in a else 1
     if "mhlo.backend_config" in a and isinstance(a["mhlo.backend_config"], ir.DictAttr):
         api = 4  # the importer writes typed-FFI calls as JAX does: api_version 1 plus the dictionary
-    where = rewriting.location_text(op)
-    m = re.match(r"(.*):(\d+):(\d+): %(.*)$", where)
-    file_loc = f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else where
+    where = op_location(op.location)
+    file_loc = str(where.at) if where.at is not None else rewriting.location_text(op)
     line = ""
-    if m:
-        line = linecache.getline(m.group(1), int(m.group(2))).rstrip("\n")
+    if where.at is not None:
+        line = linecache.getline(where.at.file, where.at.line).rstrip("\n")
     frontend = rewriting.attr_to_python(a["mhlo.frontend_attributes"]) if "mhlo.frontend_attributes" in a else {}
     return CallAttributes(
-        target=rewriting.call_target(op), name=m.group(4) if m else "", location=file_loc, dump_line=line,
+        target=rewriting.call_target(op), name=where.instruction, location=file_loc, dump_line=line,
         api_version=api, backend_config=_freeze(config), backend_config_text=text,
         opaque=ir.StringAttr(a["backend_config"]).value_bytes
         if "backend_config" in a and isinstance(a["backend_config"], ir.StringAttr) else b"",

@@ -16,7 +16,9 @@ import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
+from converter.common.errors import diagnostic
 from converter.mlir import builders as build  # noqa: F401  (re-exported for passes)
+from converter.mlir.locations import first_file_location, op_location
 from passes.lib.errors import PassError
 from passes.lib.registry import target_matches
 
@@ -111,20 +113,17 @@ def backend_config(op: ir.Operation) -> dict[str, Any]:
 
 
 def location_text(op: ir.Operation) -> str:
-    """`file:line:col: %name` from an op's location, for messages."""
-    loc = str(op.location)
-    name = re.search(r'"([^"]+)"\("([^"]+)":(\d+):(\d+)\)', loc)
-    if name:
-        return f"{name.group(2)}:{name.group(3)}:{name.group(4)}: %{name.group(1)}"
-    return loc
+    """`file:line:col: %name` from an op's location, for messages (the printed location where
+    it names no dump instruction)."""
+    where = op_location(op.location)
+    return f"{where.at}: %{where.instruction}" if where.at is not None else str(op.location)
 
 
 def error_location(op: ir.Operation) -> str:
     """`file:line:col: error: %name`: how every error message about an op begins (the
     importer's and the parser's begin so too)."""
-    where = location_text(op)
-    m = re.match(r"(.*:\d+:\d+): (%.*)$", where)
-    return f"{m.group(1)}: error: {m.group(2)}" if m else f"error: {where}"
+    where = op_location(op.location)
+    return diagnostic(where.at, f"%{where.instruction}") if where.at is not None else diagnostic(None, str(op.location))
 
 
 def op_error(op: ir.Operation, message: str) -> PassError:
@@ -279,8 +278,8 @@ def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequenc
 def kernel_source_location(op: ir.Operation) -> str:
     """The Python source line a kernel compiler (Pallas' Mosaic or Triton lowering) recorded
     in a kernel op's location (`file:line`), if any."""
-    m = re.search(r'"([^"]+)":(\d+)', str(op.location))
-    return f"{m.group(1)}:{m.group(2)}" if m else ""
+    found = first_file_location(op.location)
+    return f"{found.file}:{found.line}" if found is not None else ""
 
 
 def output_operand_aliases(op: ir.Operation) -> dict[int, int]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from converter.hlo import dtypes
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
 
 class ProtoError(ConverterError):
@@ -132,7 +132,7 @@ def module_text(module_proto: bytes, path: str) -> str:
     try:
         module = hlo.HloModule.from_serialized_hlo_module_proto(module_proto)
     except Exception as e:  # XlaRuntimeError: its message is the useful part
-        raise ProtoError(f"{path}: error: XLA cannot read the HloModuleProto: {e}") from None
+        raise ProtoError(diagnostic(SourceLocation(path), f"XLA cannot read the HloModuleProto: {e}")) from None
     options = hlo.HloPrintOptions()
     options.print_large_constants = True
     return module.to_string(options)
@@ -160,7 +160,8 @@ def text_proto_binary(data: bytes, path: str) -> tuple[str, bytes] | None:
     try:
         text_format.Parse(data.decode("utf-8"), msg)
     except (text_format.ParseError, UnicodeDecodeError) as e:
-        raise ProtoError(f"{path}: error: not a readable text proto of an {message.replace('Text', '')}: {e}") from None
+        raise ProtoError(diagnostic(SourceLocation(path),
+                                    f"not a readable text proto of an {message.replace('Text', '')}: {e}")) from None
     return kind, msg.SerializeToString()
 
 
@@ -270,13 +271,14 @@ def read_snapshot(path: str) -> Snapshot | None:
     try:
         snapshot.ParseFromString(data)
     except Exception as e:  # google.protobuf.message.DecodeError
-        raise ProtoError(f"{path}: error: not a readable HloSnapshot: {e}") from None
+        raise ProtoError(diagnostic(SourceLocation(path), f"not a readable HloSnapshot: {e}")) from None
     arguments = []
     for i, literal in enumerate(snapshot.arguments):
         leaves = literal_leaves(literal, f"{path}: argument {i}")
         if len(leaves) != 1:
-            raise ProtoError(f"{path}: error: argument {i} is a tuple; entry parameters of tuple shape "
-                             "are not supported")
+            raise ProtoError(diagnostic(SourceLocation(path),
+                                        f"argument {i} is a tuple; entry parameters of tuple shape "
+                                        "are not supported"))
         arguments.append(leaves[0])
     result = literal_leaves(snapshot.result, f"{path}: result") if snapshot.HasField("result") else []
     text = module_text(snapshot.hlo.hlo_module, path)
