@@ -110,10 +110,10 @@ class _Stages:
     def add(self, name: str, seconds: float) -> None:
         self.rows.append((name, seconds))
 
-    def span(self, name: str, timings: dict[str, float]):
-        """A block whose parts a conversion timed into `timings` (decode proto, parse,
-        import, passes, prepare for CPU): those rows, then what else the block took under
-        `name`."""
+    def span(self, name: str, timings: dict[str, float] | None = None):
+        """A block timed under `name`; with `timings`, the parts a conversion timed into it
+        (decode proto, parse, import, passes, prepare for CPU) come first as their own rows
+        and `name` gets what else the block took."""
         import contextlib
 
         @contextlib.contextmanager
@@ -124,22 +124,13 @@ class _Stages:
             finally:
                 spent = time.perf_counter() - start
                 parts = [(k, timings[k]) for k in ("decode proto", "parse", "import", "passes", "prepare for CPU")
-                         if k in timings]
+                         if timings and k in timings]
                 self.rows.extend(parts)
                 self.add(name, spent - sum(t for _, t in parts))
         return block()
 
     def timed(self, name: str):
-        import contextlib
-
-        @contextlib.contextmanager
-        def block():
-            start = time.perf_counter()
-            try:
-                yield
-            finally:
-                self.add(name, time.perf_counter() - start)
-        return block()
+        return self.span(name)
 
 
 def _seconds(t: float) -> str:
