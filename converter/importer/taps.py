@@ -132,12 +132,12 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
         try:
             pattern = re.compile(request.regex)
         except re.error as e:
-            raise TapError(f"error: --tap-regex {request.regex!r}: {e}") from None
+            raise TapError(diagnostic(None, f"--tap-regex {request.regex!r}: {e}")) from None
         matched = [i.name for c in hlo.computations for i in c.instructions
                    if pattern.search(i.name) and tap_path(hlo, c, keep_fusions)[0]]
         if not matched:
-            raise TapError(f"{hlo.path}: error: --tap-regex {request.regex!r} matches no instruction "
-                           "that has one value per execution")
+            raise TapError(diagnostic(SourceLocation(hlo.path), f"--tap-regex {request.regex!r} matches no instruction "
+                           "that has one value per execution"))
         names.extend(matched)
     if request.all_entry:
         names.extend(i.name for i in hlo.entry.instructions)

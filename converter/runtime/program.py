@@ -22,7 +22,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter.hlo import dtypes
-from converter.common.errors import ConverterError
+from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.hlo.ir import Module
 from converter.mlir.context import hlo_element_type
 from converter.mlir.locations import location_name
@@ -70,10 +70,10 @@ def configure_cpu_devices(n: int, path: str = "<module>") -> list[Any]:
     devices = jax.devices("cpu")
     if len(devices) < n:
         raise ConverterError(
-            f"{path}: error: the module runs on {n} devices but JAX started its CPU backend with {len(devices)} "
+            diagnostic(SourceLocation(path), f"the module runs on {n} devices but JAX started its CPU backend with {len(devices)} "
             f"in this process; "
             f"set jax.config.update('jax_num_cpu_devices', {n}) (or XLA_FLAGS="
-            f"--xla_force_host_platform_device_count={n}) before JAX starts")
+            f"--xla_force_host_platform_device_count={n}) before JAX starts"))
     return devices[:n]
 
 
@@ -163,10 +163,10 @@ class Program:
         from jaxlib import xla_client as xc
 
         if len(self.local) > MAX_CPU_DEVICES:
-            raise ConverterError(f"{self.path or 'the module'}: error: this process would hold {len(self.local)} of the "
+            raise ConverterError(diagnostic(SourceLocation(self.path) if self.path else None, f"this process would hold {len(self.local)} of the "
                                  f"module's {self.num_devices} devices; jaxlib's CPU runtime runs at most "
                                  f"{MAX_CPU_DEVICES} in one process: run it over several processes (--processes, "
-                                 "--coordinator/--num-processes/--process-id)")
+                                 "--coordinator/--num-processes/--process-id)"))
         if self._devices is None:
             self._devices = configure_cpu_devices(self.num_devices, self.path or "<module>")
         devices = self._devices

@@ -101,7 +101,15 @@ def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
                      and not any(k.startswith(a.split("=", 1)[0]) for k in known)]
 
 
-def build_parser() -> argparse.ArgumentParser:
+# The subcommands whose options live beside their code (modules that import the HLO IR): a
+# command line naming another command does not import them (see `build_parser`).
+_DEFINED_BESIDE_THEIR_CODE = ("compare", "extract", "diff", "bisect", "view")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the `command` a command line names, the other commands
+    whose options are defined beside their code get a bare entry (their name only), so that
+    starting one command does not import every other's module."""
     parser = _Parser(
         prog="hlo-roundtrip",
         description="Turn XLA HLO text dumps (TPU, GPU, CPU; optimized, fused, laid out) into portable "
@@ -161,25 +169,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
 
-    from converter.tools.compare import add_compare_parser
+    def add_beside(name: str, add: Callable[[], None]) -> None:
+        if command is None or command == name:
+            add()
+        else:
+            sub.add_parser(name)
 
-    add_compare_parser(sub)
-    add_pipeline_args(sub.choices["compare"])
-    from converter.tools.extract import add_extract_parser
+    def add_compare() -> None:
+        from converter.tools.compare import add_compare_parser
 
-    add_extract_parser(sub)
-    add_pipeline_args(sub.choices["extract"])
-    from converter.tools.diff import add_diff_parser
+        add_compare_parser(sub)
+        add_pipeline_args(sub.choices["compare"])
 
-    add_diff_parser(sub)
-    from converter.tools.bisect import add_bisect_parser
+    def add_extract() -> None:
+        from converter.tools.extract import add_extract_parser
 
-    add_bisect_parser(sub)
-    add_pipeline_args(sub.choices["bisect"])
-    from converter.tools.graph import add_view_parser
+        add_extract_parser(sub)
+        add_pipeline_args(sub.choices["extract"])
 
-    add_view_parser(sub)
-    add_pipeline_args(sub.choices["view"])
+    def add_diff() -> None:
+        from converter.tools.diff import add_diff_parser
+
+        add_diff_parser(sub)
+
+    def add_bisect() -> None:
+        from converter.tools.bisect import add_bisect_parser
+
+        add_bisect_parser(sub)
+        add_pipeline_args(sub.choices["bisect"])
+
+    def add_view() -> None:
+        from converter.tools.graph import add_view_parser
+
+        add_view_parser(sub)
+        add_pipeline_args(sub.choices["view"])
+
+    for name, add in zip(_DEFINED_BESIDE_THEIR_CODE, (add_compare, add_extract, add_diff, add_bisect, add_view)):
+        add_beside(name, add)
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib; with --emit jax, a module (taps as "
                                       "extra results) that plain JAX runs on a TPU/GPU")
@@ -359,12 +385,12 @@ def _check_process_count(path: str, processes: int) -> None:
         from converter.hlo.parser import parse_hlo
 
         num_devices = parse_hlo(text, path).num_devices
-    from converter.common.errors import ConverterError
+    from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
     try:
         devices_per_process(num_devices, processes)
     except ConverterError as e:
-        raise ConverterError(f"{path}: error: --processes {processes}: {e}") from None
+        raise ConverterError(diagnostic(SourceLocation(path), f"--processes {processes}: {e}")) from None
 
 
 def cmd_export(args) -> int:
@@ -506,6 +532,15 @@ def _check_file_kinds(args: argparse.Namespace) -> None:
             check_kind(path, args.command, accepted, hints)
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command a command line names, as far as `build_parser` needs to know it: None
+    (build every command's options) unless a command is named, or only `--version` is asked."""
+    named = next((a for a in argv if a in COMMANDS), None)
+    if named is None and argv == ["--version"]:
+        return "--version"  # no command's options are needed to print the version
+    return named
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "convert": cmd_convert,
     "run": cmd_run,
@@ -524,9 +559,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_named(argv))
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv
     command, unknown = _unknown_options(parser, [a for a in argv if a != "--debug"])

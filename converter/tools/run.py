@@ -574,11 +574,11 @@ def _print_callbacks(program, outputs) -> None:
 
 def snapshot_arguments(snapshot, program, path: str) -> list[np.ndarray]:
     """The recorded arguments, checked against the module's parameters."""
-    from converter.common.errors import ConverterError
+    from converter.common.errors import ConverterError, SourceLocation, diagnostic
 
     if program.num_devices > 1:
-        raise ConverterError(f"{path}: error: a snapshot records one device's arguments; the module runs on "
-                             f"{program.num_devices} devices (give --inputs with every device's values)")
+        raise ConverterError(diagnostic(SourceLocation(path), f"a snapshot records one device's arguments; the module runs on "
+                             f"{program.num_devices} devices (give --inputs with every device's values)"))
     return program.check_inputs(snapshot.arguments)
 
 

@@ -122,3 +122,30 @@ def test_commands_that_list_tables_fill_them_in_a_fresh_process(command, expecte
         import converter.importer.rules  # noqa: F401
 
         assert len([line for line in r.stdout.splitlines() if line and not line.startswith(("+", " "))]) == len(RULES)
+
+
+def test_a_command_line_loads_only_its_own_commands_module():
+    """The commands whose options live beside their code (compare, extract, diff, bisect,
+    view) are imported to build the parser only when named, or for the help that lists them."""
+    own = {"compare": "converter.tools.compare", "extract": "converter.tools.extract", "diff": "converter.tools.diff",
+           "bisect": "converter.tools.bisect", "view": "converter.tools.graph"}
+    probe = r"""
+import contextlib, io, json, sys
+import converter.tools.cli as cli
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        code = cli.main(json.loads(sys.argv[1]))
+    except SystemExit as e:
+        code = e.code
+print(json.dumps({"code": code, "modules": sorted(m for m in sys.modules if m.startswith("converter.tools."))}))
+"""
+    for argv, code, expected in [(["--version"], 0, set()), (["convert", "--help"], 0, set()),
+                                 (["diff", "--help"], 0, {"diff"}), (["bisect", "--help"], 0, {"bisect"}),
+                                 (["--help"], 0, set(own))]:
+        r = _fresh(probe, json.dumps(argv))
+        assert r.returncode == 0, r.stderr
+        result = json.loads(r.stdout)
+        assert result["code"] == code, (argv, result)
+        loaded = {name for name, module in own.items() if module in result["modules"]}
+        # bisect's module builds on extract's: naming bisect loads both.
+        assert loaded - {"extract"} == expected - {"extract"} if "bisect" in expected else loaded == expected, (argv, loaded)
