@@ -20,7 +20,8 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter.mlir.module_attributes import module_devices, set_module_devices
-from converter.hlo.collectives import flattened_groups, flattened_pairs, group_mode
+from converter.hlo.collectives import (CROSS_PARTITION, CROSS_REPLICA, CROSS_REPLICA_AND_PARTITION, flattened_groups,
+                                       flattened_pairs, group_mode)
 from converter.mlir import builders
 from passes.lib import rewrite
 from passes.lib.registry import PassOptions, register_pass
@@ -52,6 +53,17 @@ def _mode(op: ir.Operation) -> str:
     return group_mode(op.name, "channel_handle" in attrs, "use_global_device_ids" in attrs)
 
 
+def _check_ids(op: ir.Operation, mode: str, ids: list[int], replicas: int, partitions: int) -> None:
+    """Refuse a group or pair naming a device the module does not have: flattened, it would
+    silently name another device (replica 5 of 4, partition 0, is device 10 of 2x4)."""
+    bound, what = {CROSS_REPLICA: (replicas, "replica"), CROSS_REPLICA_AND_PARTITION: (replicas, "replica"),
+                   CROSS_PARTITION: (partitions, "partition")}.get(mode, (replicas * partitions, "device"))
+    bad = sorted({x for x in ids if x >= bound})
+    if bad:
+        raise rewrite.op_error(op, f"its groups name {what} id(s) {bad} but the module has {bound} "
+                                   f"{what}s (mhlo.num_replicas={replicas}, mhlo.num_partitions={partitions})")
+
+
 def _drop_channel(op: ir.Operation) -> None:
     for name in ("channel_handle", "use_global_device_ids"):
         if name in op.attributes:
@@ -63,6 +75,7 @@ def _drop_channel(op: ir.Operation) -> None:
 def partitions_to_replicas(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     replicas, partitions = module_devices(module)
     for op in walks.walk(_GROUP_OPS):
+        _check_ids(op, _mode(op), [x for g in replica_groups_of(op) for x in g], replicas, partitions)
         groups = flattened_groups(_mode(op), replica_groups_of(op), replicas, partitions)
         if op.name == "stablehlo.all_to_all":
             sizes = {len(g) for g in groups}
@@ -73,6 +86,7 @@ def partitions_to_replicas(module: ir.Module, options: PassOptions, walks: WalkT
             op.attributes["replica_groups"] = builders.replica_groups_attr(groups)
         _drop_channel(op)
     for op in walks.walk("stablehlo.collective_permute"):
+        _check_ids(op, _mode(op), [x for pair in _pairs(op) for x in pair], replicas, partitions)
         pairs = flattened_pairs(_mode(op), _pairs(op), replicas, partitions)
         with op.context:
             op.attributes["source_target_pairs"] = builders.i64_elements(pairs, shape=(len(pairs), 2))

@@ -87,3 +87,31 @@ module attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
 }
 // ERROR: 84:10
 // ERROR: send/recv between devices has no CPU form
+
+// -----
+
+// A group naming a replica the module does not have (replicas 2 and 3 of 2) is refused: flattened,
+// it would silently name device 4 or 5 of another replica's partitions.
+module attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 2 : i32} {
+  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "stablehlo.all_reduce"(%arg0) <{replica_groups = dense<[[0, 2], [1, 3]]> : tensor<2x2xi64>}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+// ERROR: :97:
+// ERROR: its groups name replica id(s) [2, 3] but the module has 2 replicas
+
+// -----
+
+// A collective_permute pair naming a partition beyond the module's (partition 3 of 2).
+module attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 2 : i32} {
+  func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "stablehlo.collective_permute"(%arg0) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, source_target_pairs = dense<[[0, 3]]> : tensor<1x2xi64>}> : (tensor<4xf32>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+// ERROR: its groups name partition id(s) [3] but the module has 2 partitions
