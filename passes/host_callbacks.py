@@ -20,6 +20,15 @@ backend_config is `{index = N : ui64}`, the callback's position in the lowering'
   keyed by op_name or source `file:line`) is lowered with JAX and inlined; without one the
   call is refused with its op_name, source, operand and result types and how to give it a
   meaning.
+
+On TPU a callback is no custom-call: JAX sends each argument to the host and receives each
+result from it (callback.py _emit_tpu_python_callback: `stablehlo.send` / `stablehlo.recv`
+with `is_host_transfer`, one f32[] received even when the callback has no results, so that
+its token waits for the call).  Host sends are removed like the calls, their token result
+becoming their token operand; a host recv whose data nothing reads is removed alike; one
+whose data the program reads is a result from the Python function: refused (its meaning
+would have to come from the values sent before it, which a plug-in keyed by the recv
+cannot see; the CPU or GPU dump of the same program has the call a plug-in takes).
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ from passes.lib.plugins import call_attributes, inline_jax
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
+
+_HOST_TRANSFERS = ("stablehlo.send", "stablehlo.recv")  # a TPU callback's (see the module's doc)
 
 
 def is_token(t: ir.Type) -> bool:
@@ -86,15 +97,17 @@ def _type_text(t: ir.Type) -> str:
     return f"{hlo_element_type(t.element_type)}[{','.join(map(str, t.shape))}]"
 
 
-@register_pass("host-callbacks", "host callbacks (jax.debug.print/callback, pure/io_callback): no results → removed "
-               "(run reports their operands); with results → a --callback plug-in, or refused", targets=TARGETS,
-               preserves={Fact.USES})
+@register_pass("host-callbacks", "host callbacks (jax.debug.print/callback, pure/io_callback; TPU host sends/recvs): "
+               "no results → removed (run reports their operands); with results → a --callback plug-in, or refused",
+               targets=TARGETS, ops=_HOST_TRANSFERS, preserves={Fact.USES})
 def host_callbacks(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool | None:
     calls = walks.custom_calls(TARGETS)
-    if not calls:
+    transfers = [op for op in walks.walk(_HOST_TRANSFERS) if "is_host_transfer" in op.attributes
+                 and ir.BoolAttr(op.attributes["is_host_transfer"]).value]
+    if not calls and not transfers:
         return False
     errors: list[str] = []
-    removed: list[str] = []
+    removed: list[str] = _remove_host_transfers(transfers, errors)
     for op in calls:
         op_name, source = callback_source(op)
         if all(is_token(r.type) for r in op.results):
@@ -114,6 +127,30 @@ def host_callbacks(module: ir.Module, options: PassOptions, walks: WalkTracker) 
             f"warning: {len(removed)} host callback(s) (jax.debug.print / debug.callback) were not called; "
             "`run` writes the values they would have received as callback:NAME outputs"), stacklevel=2)
     return None
+
+
+def _remove_host_transfers(transfers: list[ir.Operation], errors: list[str]) -> list[str]:
+    """Remove a TPU callback's host sends and the host recvs whose data nothing reads; a
+    recv whose data is read goes to `errors`.  The names of the removed callbacks (one per
+    op_name and source: a callback sends each argument in turn)."""
+    removed: dict[tuple[str, str], None] = {}
+    for op in transfers:
+        op_name, source = callback_source(op)
+        if op.name == "stablehlo.recv" and rewrite.has_uses(op.results[0]):
+            data = _type_text(op.results[0].type)
+            errors.append(str(rewrite.op_error(op, (
+                f"a TPU host callback's result (jax.pure_callback / io_callback){' at ' + source if source else ''}, "
+                f"op_name \"{op_name}\": the {data} received from the host comes from a Python function the dump "
+                "does not hold, computed from the values sent before it; dump the program for CPU or GPU, where the "
+                "callback is a custom-call that --callback 'OP_NAME=pkg.module:function' can give a meaning, or "
+                "replace the callback in the program"))))
+            continue
+        if op.name == "stablehlo.send":
+            removed[(op_name, source)] = None
+            rewrite.replace(op, [op.operands[-1]])
+        else:
+            rewrite.replace(op, [None, op.operands[0]])
+    return [op_name or source for op_name, source in removed]
 
 
 def _ordering_token(op: ir.Operation) -> ir.Value:

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 
 from jaxlib.mlir import ir
 
-from converter.hlo.ir import Computation, Instruction, Module
+from converter.hlo.ir import Computation, Instruction, Module, split_operand
 from converter.importer.taps import TAPS_ATTR, TapRequest, leaf_labels, tap_path
 
 TARGETS = tuple(f"xla{kind}_python_{device}_callback"
                 for kind in ("_ffi", "_ffi_partitioned", "", "_buffer") for device in ("cpu", "gpu"))
 LEGACY_TARGETS = ("xla_python_cpu_callback", "xla_python_gpu_callback")
 ASSERT_TARGET = "__xla_gpu_assert"
+HOST_SEND = "send to the host"  # a TPU host callback: sends, not a custom-call
 CALLBACKS_ATTR = "hlo.callbacks"
 ASSERTS_ATTR = "hlo.gpu_asserts"
 PREFIX = "callback:"
@@ -66,15 +67,23 @@ class CallbackSite:
 def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite]:
     sites = []
     for comp in hlo.computations:
+        host_sends = _host_send_chains(comp)
         for instr in comp.instructions:
             target = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
-            if target not in TARGETS and target != ASSERT_TARGET:
+            if instr.name in host_sends:
+                target = HOST_SEND
+                chain = host_sends[instr.name]
+                operands = [send.operands[0] for send in chain]
+                if len(chain) == 1 and _is_placeholder(comp.by_name.get(operands[0])):
+                    operands = []  # a callback of no arguments sends f32[1] zeros so that it is called
+            elif target not in TARGETS and target != ASSERT_TARGET:
                 continue
-            shapes = [comp.by_name[o].shape if o in comp.by_name else None for o in instr.operands]
-            operands = [o for o, s in zip(instr.operands, shapes) if s is not None and not s.is_tuple
-                        and not s.is_token]
-            if operands and _is_descriptor(target, comp.by_name[operands[0]], instr):
-                operands = operands[1:]
+            else:
+                shapes = [comp.by_name[o].shape if o in comp.by_name else None for o in instr.operands]
+                operands = [o for o, s in zip(instr.operands, shapes) if s is not None and not s.is_tuple
+                            and not s.is_token]
+                if operands and _is_descriptor(target, comp.by_name[operands[0]], instr):
+                    operands = operands[1:]
             md = instr.metadata
             source = ""
             if md is not None:
@@ -87,12 +96,81 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
             bodies: list[str] = []
             if not why:
                 ok, why, bodies = tap_path(hlo, home, keep_fusions)
-            has_results = any(not leaf.is_token for leaf in instr.shape.leaves())
+            has_results = (host_sends[instr.name][-1].name in _host_reading_sends(comp) if target == HOST_SEND
+                           else any(not leaf.is_token for leaf in instr.shape.leaves()))
             sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
                                       str(hlo.location_of(instr)), operands, has_results, why,
                                       in_branch=home is not comp, in_loop=bool(bodies),
                                       assert_message=_assert_message(instr) if target == ASSERT_TARGET else None))
     return sites
+
+
+def _host_send_chains(comp: Computation) -> dict[str, list[Instruction]]:
+    """First send -> the sends of one TPU host callback: JAX sends each argument to the host
+    in turn (callback.py send_to_host), each send waiting on the previous one's send-done
+    token; a send whose token comes from anything else (an after-all, a recv-done of the
+    callback before) begins a callback."""
+    sends = [i for i in comp.instructions if i.opcode == "send" and i.attrs.get("is_host_transfer")]
+    if not sends:
+        return {}
+    after: dict[str, Instruction] = {}  # a send -> the host send waiting on its send-done
+    for send in sends:
+        token = comp.by_name.get(send.operands[1]) if len(send.operands) > 1 else None
+        if token is not None and token.opcode == "send-done":
+            previous = comp.by_name.get(token.operands[0])
+            if previous is not None and previous.opcode == "send" and previous.attrs.get("is_host_transfer"):
+                after[previous.name] = send
+    continuing = {send.name for send in after.values()}
+    chains = {}
+    for send in sends:
+        if send.name in continuing:
+            continue
+        chain = [send]
+        while chain[-1].name in after:
+            chain.append(after[chain[-1].name])
+        chains[send.name] = chain
+    return chains
+
+
+def _host_reading_sends(comp: Computation) -> set[str]:
+    """The last sends of TPU host callbacks whose result (recv from the host after them)
+    the program reads: those callbacks have results."""
+    out = set()
+    for recv in comp.instructions:
+        if recv.opcode != "recv" or not recv.attrs.get("is_host_transfer"):
+            continue
+        done = next((i for i in comp.instructions if i.opcode == "recv-done" and i.operands[:1] == [recv.name]), None)
+        token = comp.by_name.get(recv.operands[0]) if recv.operands else None
+        if done is not None and token is not None and token.opcode == "send-done" \
+                and host_data_reader(comp, done) is not None:
+            out.add(token.operands[0])
+    return out
+
+
+def host_data_reader(comp: Computation, done: Instruction) -> Instruction | None:
+    """The first instruction of `comp` that reads the data of host recv-done `done` (not
+    only its token), or None."""
+    data = set()  # get-tuple-elements of the data
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            base, index = split_operand(operand)
+            if base == done.name:
+                if index[:1] == (1,):
+                    continue
+                if instr.opcode == "get-tuple-element" and not index:
+                    if instr.attrs.get("index") == 0:
+                        data.add(instr.name)
+                    continue
+                return instr
+            if base in data:
+                return instr
+    return None
+
+
+def _is_placeholder(instr: Instruction | None) -> bool:
+    """The f32[1] zeros JAX sends for a TPU callback of no arguments."""
+    return (instr is not None and instr.opcode == "constant" and instr.shape.dims == [1]
+            and instr.shape.element_type == "f32" and str(instr.literal).strip("{} ") in ("0", "0.0"))
 
 
 def _assert_message(instr: Instruction) -> str:

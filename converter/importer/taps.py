@@ -207,8 +207,15 @@ def trip_count(hlo: Module, caller: Computation, loop: Instruction) -> int | Non
     if cond is None or body is None or cond.root.opcode != "compare" or cond.root.attrs.get("direction") != "LT":
         return None
 
-    def constant(comp: Computation, name: str) -> int | None:
+    def through_copies(comp: Computation, name: str) -> Instruction | None:
+        # TPU dumps start loop counters from copies of constants (`copy(constant(0))`).
         instr = comp.by_name.get(name)
+        while instr is not None and instr.opcode == "copy":
+            instr = comp.by_name.get(instr.operands[0])
+        return instr
+
+    def constant(comp: Computation, name: str) -> int | None:
+        instr = through_copies(comp, name)
         if instr is None or instr.opcode != "constant" or instr.literal is None:
             return None
         import numpy as np
@@ -217,7 +224,7 @@ def trip_count(hlo: Module, caller: Computation, loop: Instruction) -> int | Non
         return int(arr.reshape(())) if arr.size == 1 and arr.dtype.kind in "iu" else None
 
     def element(comp: Computation, name: str) -> int | None:
-        instr = comp.by_name.get(name)
+        instr = through_copies(comp, name)
         if instr is None or instr.opcode != "get-tuple-element" or comp.by_name.get(instr.operands[0]) is None \
                 or comp.by_name[instr.operands[0]].opcode != "parameter":
             return None

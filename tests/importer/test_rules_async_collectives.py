@@ -175,15 +175,11 @@ REFUSED = [
   j = (s32[], s32[]) parameter(3)
   ROOT s = f32[3] collective-permute(x, o, i, j), source_target_pairs={{0,1},{1,0}}, slice_sizes={{1}}""",
      "in-place form"),
-    ("host send", """
-  t = token[] after-all()
-  s = (f32[3], u32[], token[]) send(x, t), channel_id=5, is_host_transfer=true
-  ROOT d = token[] send-done(s), channel_id=5, is_host_transfer=true""", "send to the host"),
     ("host recv", """
   t = token[] after-all()
   r = (f32[3], u32[], token[]) recv(t), channel_id=5, is_host_transfer=true
   d = (f32[3], token[]) recv-done(r), channel_id=5, is_host_transfer=true
-  ROOT v = f32[3] get-tuple-element(d), index=0""", "recv from the host"),
+  ROOT v = f32[3] get-tuple-element(d), index=0""", "a TPU host callback's result"),
     ("recv without a send", """
   t = token[] after-all()
   r = (f32[3], u32[], token[]) recv(t), channel_id=5

@@ -27,6 +27,10 @@ from tests.programs import callback_programs as cp
 
 DUMPS = pathlib.Path(__file__).resolve().parents[1] / "dumps" / "callbacks"
 VERSIONS = ["jax010", "jax012"]
+# The same programs compiled deviceless for a TPU v5e (matmuls at HIGHEST precision, so
+# that JAX's f32 CPU run stays the oracle): there a callback is sends to and a recv from the
+# host, not a custom-call (tests/programs/callback_programs.py _tpu_module).
+TPU_VERSIONS = ["tpu_jax010", "tpu_jax012"]
 
 
 def _jax_run(program, inputs):
@@ -76,7 +80,7 @@ def _key(keys, pattern: str) -> list[str]:
     return [k for k in keys if re.fullmatch(pattern, k)]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
 def test_debug_print_in_a_loop_reports_the_last_iteration(version):
     results, received, printed, ours = _jax_and_ours("debug_print_loop", version)
     np.testing.assert_array_equal(ours["out0"], results[0])  # the program runs without its callbacks
@@ -94,7 +98,7 @@ def test_debug_print_in_a_loop_reports_the_last_iteration(version):
     np.testing.assert_array_equal(ours[_key(keys, r"callback:debug_callback\.\d+#1")[0]], arg)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
 def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
     results, received, printed, ours = _jax_and_ours("debug_callback_scan_ordered", version)
     for i, r in enumerate(results):  # the entry's token parameter and result are gone
@@ -107,8 +111,9 @@ def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
     assert len(printed) == 1
 
 
-@pytest.mark.parametrize("name", ["debug_callback_shard_map", "debug_callback_partitioned"])
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("name, version", [(name, version) for name in ["debug_callback_shard_map", "debug_callback_partitioned"]
+                                            for version in VERSIONS]
+                         + [("debug_callback_shard_map", version) for version in TPU_VERSIONS])
 def test_callback_in_shard_map_or_partitioned_reports_each_devices_value(name, version):
     received, _, ours = _four_device_run(name, version)
     (key,) = [k for k in ours if k.startswith("callback:")]
@@ -120,7 +125,7 @@ def test_callback_in_shard_map_or_partitioned_reports_each_devices_value(name, v
         unmatched.pop(i)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
 def test_callbacks_of_a_sharded_jit_report_what_device_0_hands_them(version):
     """XLA's SPMD partitioner gathers the operands and calls the callbacks in a branch
     taken on device 0; every device computes the gathered values (row d: device d)."""
@@ -140,6 +145,29 @@ def test_callbacks_with_results_are_refused_by_name(version):
                      "tests/programs/callback_programs.py:", "operands (f32[3,4]) -> results (f32[3,4])",
                      "--callback 'jit(f)/pure_callback=pkg.module:function'", f"pure_io_callback_{version}.hlo:"]:
         assert expected in message
+
+
+@pytest.mark.parametrize("version", TPU_VERSIONS)
+def test_tpu_callbacks_with_results_are_refused_by_name(version):
+    """On TPU a callback's result arrives by a recv from the host that the program reads:
+    refused at the recv's line with its op_name and source (each of the two callbacks)."""
+    with pytest.raises(PassError) as e:
+        load(str(DUMPS / f"pure_io_callback_{version}.hlo"))
+    lines = str(e.value).splitlines()
+    assert len(lines) == 2
+    for line, op_name in zip(lines, ["jit(f)/pure_callback", "jit(f)/io_callback"]):
+        assert re.match(rf".*pure_io_callback_{version}\.hlo:\d+:3: error: %\S+ \(stablehlo\.recv\): a TPU host "
+                        rf"callback's result \(jax\.pure_callback / io_callback\) at tests/programs/callback_programs"
+                        rf"\.py:\d+, op_name \"{re.escape(op_name)}\": the f32\[3,4\] received from the host", line), line
+
+
+def test_tpu_host_transfers_are_kept_faithfully_without_the_pipeline():
+    """`--pipeline none` keeps what JAX wrote: StableHLO's own host send and recv."""
+    from converter.runtime.convert import convert_file
+
+    text = str(convert_file(str(DUMPS / "debug_print_loop_tpu_jax012.hlo"), pipeline="none"))
+    assert text.count('"stablehlo.send"') == 5 and text.count('"stablehlo.recv"') == 3
+    assert "is_host_transfer = true" in text and "type = 2>" in text and "type = 3>" in text
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -348,7 +376,7 @@ ENTRY main (x: f32[3]) -> f32[3] {{
         unregister_callback("model.py:9")
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
 def test_tap_iterations_report_every_call_of_a_loop_callback(version):
     """With taps per iteration (--tap-iterations all) a callback in a loop is reported at
     every iteration: each row formats to the line JAX's own print wrote at that step."""

@@ -27,12 +27,13 @@ TOTAL_FMT = "total {t}"
 @dataclass(frozen=True)
 class CallbackProgram:
     name: str
-    build: Callable  # build(sink) -> (function to jit, in_shardings or None)
+    build: Callable  # build(sink, devices=None) -> (function to jit, in_shardings or None); devices: the mesh's
     inputs: Callable[[], list[np.ndarray]]
     devices: int = 1
+    on_tpu: bool = True  # JAX lowers it for TPU (partitioned and buffer callbacks it does not)
 
 
-def _loop(sink):
+def _loop(sink, devices=None):
     import jax
     import jax.numpy as jnp
 
@@ -50,7 +51,7 @@ def _loop(sink):
     return f, None
 
 
-def _scan_ordered(sink):
+def _scan_ordered(sink, devices=None):
     import jax
     import jax.numpy as jnp
 
@@ -67,7 +68,7 @@ def _scan_ordered(sink):
     return f, None
 
 
-def _shard_map(sink):
+def _shard_map(sink, devices=None):
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, PartitionSpec as P
@@ -76,7 +77,7 @@ def _shard_map(sink):
         from jax import shard_map
     except ImportError:
         from jax.experimental.shard_map import shard_map
-    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+    mesh = Mesh(np.array(devices or jax.devices("cpu")[:4]), ("d",))
 
     @partial(shard_map, mesh=mesh, in_specs=(P("d"),), out_specs=P("d"))
     def per_device(x):
@@ -87,14 +88,14 @@ def _shard_map(sink):
     return per_device, None
 
 
-def _jit_sharded(sink):
+def _jit_sharded(sink, devices=None):
     """A jit over 4 devices with a sharded input: XLA's SPMD partitioner gathers the
     callbacks' operands and calls them in a conditional branch taken on device 0."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+    mesh = Mesh(np.array(devices or jax.devices("cpu")[:4]), ("d",))
 
     def f(x):
         y = jnp.sin(x) * 2.0
@@ -105,7 +106,7 @@ def _jit_sharded(sink):
     return f, (NamedSharding(mesh, P("d")),)
 
 
-def _pure_io(sink):
+def _pure_io(sink, devices=None):
     import jax
     import jax.numpy as jnp
     from jax.experimental import io_callback
@@ -133,14 +134,14 @@ def io_fn(a):
     return jnp.cumsum(a, axis=-1) - a.max()
 
 
-def _partitioned(sink):
+def _partitioned(sink, devices=None):
     """debug.callback(partitioned=True) in a sharded jit: called on each device's shard
     (`xla_ffi_partitioned_python_cpu_callback`), not gathered to device 0."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    mesh = Mesh(np.array(jax.devices("cpu")[:4]), ("d",))
+    mesh = Mesh(np.array(devices or jax.devices("cpu")[:4]), ("d",))
 
     def f(x):
         y = jnp.sin(x) * 2.0
@@ -150,7 +151,7 @@ def _partitioned(sink):
     return f, (NamedSharding(mesh, P("d")),)
 
 
-def _buffer(sink):
+def _buffer(sink, devices=None):
     """jax.experimental.buffer_callback: the callback writes its result buffers
     (`xla_buffer_python_cpu_callback`); the dump holds the call only."""
     import jax
@@ -176,8 +177,8 @@ PROGRAMS = [
     CallbackProgram("debug_print_jit_sharded", _jit_sharded, lambda: [_rng(7).standard_normal((8, 3), np.float32)],
                     devices=4),
     CallbackProgram("debug_callback_partitioned", _partitioned,
-                    lambda: [_rng(8).standard_normal((8, 3), np.float32)], devices=4),
-    CallbackProgram("buffer_callback", _buffer, lambda: [_rng(9).standard_normal((2, 5), np.float32)]),
+                    lambda: [_rng(8).standard_normal((8, 3), np.float32)], devices=4, on_tpu=False),
+    CallbackProgram("buffer_callback", _buffer, lambda: [_rng(9).standard_normal((2, 5), np.float32)], on_tpu=False),
     CallbackProgram("pure_io_callback", _pure_io, lambda: [_rng(6).standard_normal((3, 4), np.float32)]),
 ]
 BY_NAME = {p.name: p for p in PROGRAMS}
@@ -189,7 +190,7 @@ def jax_suffix() -> str:
     return "jax012" if tuple(int(v) for v in jax.__version__.split(".")[:2]) >= (0, 12) else "jax010"
 
 
-def main(out: str) -> None:
+def main(out: str, platform: str = "cpu") -> None:
     import pathlib
 
     import jax
@@ -201,15 +202,56 @@ def main(out: str) -> None:
     folder = pathlib.Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     for program in PROGRAMS:
-        fn, in_shardings = program.build(lambda *a: None)
-        compiled = jax.jit(fn, in_shardings=in_shardings).lower(*program.inputs()).compile()
+        if platform == "tpu" and not program.on_tpu:
+            continue
         options = xla_hlo.HloPrintOptions()
         options.print_large_constants = True
-        text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
-        path = folder / f"{program.name}_{jax_suffix()}.hlo"
+        if platform == "tpu":
+            hlo = _tpu_module(program)
+            suffix = f"tpu_{jax_suffix()}"
+        else:
+            fn, in_shardings = program.build(lambda *a: None)
+            compiled = jax.jit(fn, in_shardings=in_shardings).lower(*program.inputs()).compile()
+            hlo = compiled._executable.xla_executable.hlo_modules()[0]
+            suffix = jax_suffix()
+        text = relativize_source_paths(hlo.to_string(options))
+        path = folder / f"{program.name}_{suffix}.hlo"
         path.write_text(text)
         print(f"{path}: {len(text)} bytes")
 
 
+def _tpu_module(program: CallbackProgram):
+    """The program compiled deviceless for a TPU v5e 2x2 (DESIGN §7), its optimized HLO.
+    JAX lowers a callback for TPU as sends to and recvs from the host (callback.py
+    _emit_tpu_python_callback) and registers the Python function with the backend's client;
+    a deviceless process has no TPU client, so the CPU client stands in for that
+    registration (it only keeps the function; nothing runs).  Matmuls at HIGHEST precision,
+    so that JAX's f32 CPU run is the oracle (DESIGN §7, TPU default precision)."""
+    import jax
+    from jax._src.interpreters import mlir
+    from jax.experimental import topologies
+    from jax.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
+
+    cpu_client = jax.devices("cpu")[0].client
+    get_backend = mlir.ModuleContext.get_backend
+    mlir.ModuleContext.get_backend = lambda self: cpu_client
+    try:
+        devices = list(topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices)
+        fn, in_shardings = program.build(lambda *a: None, devices)
+        inputs = program.inputs()
+        if in_shardings is None:
+            if program.devices > 1:  # shard_map over the 4 chips: inputs split along the mesh
+                mesh = jax.sharding.Mesh(np.array(devices), ("d",))
+                in_shardings = tuple(NamedSharding(mesh, P("d")) for _ in inputs)
+            else:
+                in_shardings = tuple(SingleDeviceSharding(devices[0]) for _ in inputs)
+        args = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s) for x, s in zip(inputs, in_shardings)]
+        with jax.default_matmul_precision("highest"):
+            lowered = jax.jit(fn, in_shardings=in_shardings).trace(*args).lower(lowering_platforms=("tpu",))
+        return lowered.compile()._executable.xla_executable.hlo_modules()[0]
+    finally:
+        mlir.ModuleContext.get_backend = get_backend
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *sys.argv[2:])

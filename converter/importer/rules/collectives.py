@@ -286,9 +286,12 @@ def _pairs_from_frontend(ctx, instr) -> list[tuple[int, int]]:
 
 @import_rule("send")
 def import_send(ctx, data, token):
-    if ctx.attrs.get("is_host_transfer"):
-        raise ctx.error("send to the host has no portable equivalent")
     types = ctx.result_types()
+    if ctx.attrs.get("is_host_transfer"):
+        # How a TPU program hands a host callback its arguments (JAX's callback.py
+        # send_to_host): kept as StableHLO's own host send; the host-callbacks pass removes it.
+        sent = builders.op1("stablehlo.send", types[-1], [data, token], _host_transfer_attrs(ctx, kind=2))
+        return [data, *[builders.zeros_like_type(t) for t in types[1:-1]], sent]
     return [data, *[builders.zeros_like_type(t) for t in types[1:-1]], token]
 
 
@@ -299,11 +302,21 @@ def import_send_done(ctx, send):
 
 @import_rule("recv")
 def import_recv(ctx, token):
-    if ctx.attrs.get("is_host_transfer"):
-        raise ctx.error("recv from the host has no portable equivalent")
-    # The data is produced at recv-done, from the matching send's operand.
     types = ctx.result_types()
+    if ctx.attrs.get("is_host_transfer"):
+        # What a TPU host callback returns (JAX's callback.py receive_from_host): StableHLO's
+        # host recv; the host-callbacks pass removes it, or refuses it if the data is read.
+        data, received = builders.op("stablehlo.recv", [types[0], types[-1]], [token],
+                                     _host_transfer_attrs(ctx, kind=3)).results
+        return [data, *[builders.zeros_like_type(t) for t in types[1:-1]], received]
+    # The data is produced at recv-done, from the matching send's operand.
     return [*[builders.zeros_like_type(t) for t in types[:-1]], token]
+
+
+def _host_transfer_attrs(ctx, kind: int) -> dict[str, ir.Attribute]:
+    """StableHLO's attributes of a host send (kind 2, DEVICE_TO_HOST) or recv (3, HOST_TO_DEVICE)."""
+    return {"channel_handle": builders.channel_handle(ctx.attrs.get("channel_id") or 0, kind),
+            "is_host_transfer": ir.BoolAttr.get(True)}
 
 
 @import_rule("recv-done")
@@ -311,6 +324,8 @@ def import_recv_done(ctx, recv):
     """A device-to-device send/recv pair is a collective-permute of the send's data
     along `_xla_send_recv_source_target_pairs` (how XLA pipelines collectives)."""
     recv_instr = ctx.operand_instruction(0)
+    if recv_instr.attrs.get("is_host_transfer"):
+        return [recv[0], recv[-1]]
     channel = recv_instr.attrs.get("channel_id")
     comp = ctx.computation_importer.comp
     send = next((i for i in comp.instructions if i.opcode == "send" and i.attrs.get("channel_id") == channel), None)
