@@ -31,6 +31,9 @@ VERSIONS = ["jax010", "jax012"]
 # that JAX's f32 CPU run stays the oracle): there a callback is sends to and a recv from the
 # host, not a custom-call (tests/programs/callback_programs.py _tpu_module).
 TPU_VERSIONS = ["tpu_jax010", "tpu_jax012"]
+# And for four H100s: `xla_ffi_python_gpu_callback` and its partitioned form, as a GPU job
+# writes them (the generator lends JAX the CPU client to lower them without a GPU).
+GPU_VERSIONS = ["gpu_jax010", "gpu_jax012"]
 
 
 def _jax_run(program, inputs):
@@ -80,7 +83,7 @@ def _key(keys, pattern: str) -> list[str]:
     return [k for k in keys if re.fullmatch(pattern, k)]
 
 
-@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS + GPU_VERSIONS)
 def test_debug_print_in_a_loop_reports_the_last_iteration(version):
     results, received, printed, ours = _jax_and_ours("debug_print_loop", version)
     np.testing.assert_array_equal(ours["out0"], results[0])  # the program runs without its callbacks
@@ -98,7 +101,7 @@ def test_debug_print_in_a_loop_reports_the_last_iteration(version):
     np.testing.assert_array_equal(ours[_key(keys, r"callback:debug_callback\.\d+#1")[0]], arg)
 
 
-@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS + GPU_VERSIONS)
 def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
     results, received, printed, ours = _jax_and_ours("debug_callback_scan_ordered", version)
     for i, r in enumerate(results):  # the entry's token parameter and result are gone
@@ -112,7 +115,7 @@ def test_ordered_callbacks_in_a_scan_drop_their_tokens(version):
 
 
 @pytest.mark.parametrize("name, version", [(name, version) for name in ["debug_callback_shard_map", "debug_callback_partitioned"]
-                                            for version in VERSIONS]
+                                            for version in VERSIONS + GPU_VERSIONS]
                          + [("debug_callback_shard_map", version) for version in TPU_VERSIONS])
 def test_callback_in_shard_map_or_partitioned_reports_each_devices_value(name, version):
     received, _, ours = _four_device_run(name, version)
@@ -125,7 +128,7 @@ def test_callback_in_shard_map_or_partitioned_reports_each_devices_value(name, v
         unmatched.pop(i)
 
 
-@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS + GPU_VERSIONS)
 def test_callbacks_of_a_sharded_jit_report_what_device_0_hands_them(version):
     """XLA's SPMD partitioner gathers the operands and calls the callbacks in a branch
     taken on device 0; every device computes the gathered values (row d: device d)."""
@@ -136,7 +139,7 @@ def test_callbacks_of_a_sharded_jit_report_what_device_0_hands_them(version):
     np.testing.assert_allclose(ours[s][0], received[0][0], rtol=1e-6, atol=1e-6)  # all-reduce vs JAX's: f32 order
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + GPU_VERSIONS)
 def test_callbacks_with_results_are_refused_by_name(version):
     with pytest.raises(PassError) as e:
         load(str(DUMPS / f"pure_io_callback_{version}.hlo"))
@@ -186,7 +189,7 @@ def test_buffer_callbacks_are_refused_by_name_and_take_plugins(version):
     np.testing.assert_allclose(program(x)[0], np.sin(x) * 3.0 + 1.0, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + GPU_VERSIONS)
 def test_callback_plugins_given_jaxs_own_functions_give_jaxs_result(version):
     program = cp.BY_NAME["pure_io_callback"]
     inputs = program.inputs()
@@ -217,11 +220,10 @@ def test_debug_print_loop_reports_what_jax_prints_for_any_inputs(seed):
     assert cp.LOOP_FMT.format(i=ours[loop_i], c=ours[loop_c]) == [l for l in printed if l.startswith("step")][-1]
 
 
-# GPU forms cannot be dumped here: JAX lowers a callback only for a platform present in
-# the process, and a deviceless H100 compile has none ("Unknown backend: 'gpu'").  JAX's
-# emit_python_callback (jax/_src/callback.py) writes the same operands, results,
-# side-effect flag and `{index = N}` config for every device and partitioning, changing
-# only the target's name: the GPU, partitioned and buffer forms are the CPU dump renamed.
+# The forms not dumped here (buffer callbacks on GPU need the GPU client's handler; the
+# legacy targets are older jax's): JAX's emit_python_callback (jax/_src/callback.py) writes
+# the same operands, results, side-effect flag and `{index = N}` config for every device and
+# partitioning, changing only the target's name: the CPU dump renamed.
 @pytest.mark.parametrize("target", ["xla_ffi_python_gpu_callback", "xla_ffi_partitioned_python_cpu_callback",
                                     "xla_ffi_partitioned_python_gpu_callback", "xla_buffer_python_cpu_callback",
                                     "xla_buffer_python_gpu_callback", "xla_python_gpu_callback"])
@@ -376,7 +378,7 @@ ENTRY main (x: f32[3]) -> f32[3] {{
         unregister_callback("model.py:9")
 
 
-@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + TPU_VERSIONS + GPU_VERSIONS)
 def test_tap_iterations_report_every_call_of_a_loop_callback(version):
     """With taps per iteration (--tap-iterations all) a callback in a loop is reported at
     every iteration: each row formats to the line JAX's own print wrote at that step."""

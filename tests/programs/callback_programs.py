@@ -204,11 +204,13 @@ def main(out: str, platform: str = "cpu") -> None:
     for program in PROGRAMS:
         if platform == "tpu" and not program.on_tpu:
             continue
+        if platform == "gpu" and program.name == "buffer_callback":
+            continue  # its GPU form needs the GPU client's buffer handler, absent deviceless
         options = xla_hlo.HloPrintOptions()
         options.print_large_constants = True
-        if platform == "tpu":
-            hlo = _tpu_module(program)
-            suffix = f"tpu_{jax_suffix()}"
+        if platform in ("tpu", "gpu"):
+            hlo = _deviceless_module(program, platform)
+            suffix = f"{platform}_{jax_suffix()}"
         else:
             fn, in_shardings = program.build(lambda *a: None)
             compiled = jax.jit(fn, in_shardings=in_shardings).lower(*program.inputs()).compile()
@@ -220,23 +222,32 @@ def main(out: str, platform: str = "cpu") -> None:
         print(f"{path}: {len(text)} bytes")
 
 
-def _tpu_module(program: CallbackProgram):
-    """The program compiled deviceless for a TPU v5e 2x2 (DESIGN §7), its optimized HLO.
-    JAX lowers a callback for TPU as sends to and recvs from the host (callback.py
-    _emit_tpu_python_callback) and registers the Python function with the backend's client;
-    a deviceless process has no TPU client, so the CPU client stands in for that
-    registration (it only keeps the function; nothing runs).  Matmuls at HIGHEST precision,
-    so that JAX's f32 CPU run is the oracle (DESIGN §7, TPU default precision)."""
+def _deviceless_module(program: CallbackProgram, platform: str):
+    """The program compiled deviceless (DESIGN §7) for a TPU v5e 2x2 or four H100s, its
+    optimized HLO.  JAX lowers a callback only with the platform's client at hand: for TPU
+    as sends to and recvs from the host (callback.py _emit_tpu_python_callback), registering
+    the Python function with the client; for GPU as `xla_ffi_python_gpu_callback`.  A
+    deviceless process has no such client, so the CPU client stands in (it only keeps the
+    function; nothing runs).  Matmuls at HIGHEST precision, so that JAX's f32 CPU run is
+    the oracle (DESIGN §7, TPU default precision; TF32 on GPU)."""
     import jax
     from jax._src.interpreters import mlir
-    from jax.experimental import topologies
     from jax.sharding import NamedSharding, PartitionSpec as P, SingleDeviceSharding
 
+    from tests.programs.generate import backend_devices
+
+    from jax._src import compiler
+
     cpu_client = jax.devices("cpu")[0].client
-    get_backend = mlir.ModuleContext.get_backend
+    get_backend, compile_and_load = mlir.ModuleContext.get_backend, compiler.backend_compile_and_load
     mlir.ModuleContext.get_backend = lambda self: cpu_client
+    if platform == "gpu":
+        # A GPU callback names its function by index ({index = N}); the compile-only client
+        # takes no Python functions (they are called only when the program runs).
+        compiler.backend_compile_and_load = lambda backend, module, devices, options, host_callbacks: \
+            compile_and_load(backend, module, devices, options, ())
     try:
-        devices = list(topologies.get_topology_desc(platform="tpu", topology_name="v5e:2x2").devices)
+        devices = backend_devices(platform)
         fn, in_shardings = program.build(lambda *a: None, devices)
         inputs = program.inputs()
         if in_shardings is None:
@@ -247,10 +258,11 @@ def _tpu_module(program: CallbackProgram):
                 in_shardings = tuple(SingleDeviceSharding(devices[0]) for _ in inputs)
         args = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s) for x, s in zip(inputs, in_shardings)]
         with jax.default_matmul_precision("highest"):
-            lowered = jax.jit(fn, in_shardings=in_shardings).trace(*args).lower(lowering_platforms=("tpu",))
+            lowered = jax.jit(fn, in_shardings=in_shardings).trace(*args).lower(
+                lowering_platforms=("tpu" if platform == "tpu" else "cuda",))
         return lowered.compile()._executable.xla_executable.hlo_modules()[0]
     finally:
-        mlir.ModuleContext.get_backend = get_backend
+        mlir.ModuleContext.get_backend, compiler.backend_compile_and_load = get_backend, compile_and_load
 
 
 if __name__ == "__main__":
