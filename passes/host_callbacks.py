@@ -46,7 +46,9 @@ from converter.mlir.locations import op_location
 from passes.lib import rewrite
 from passes.lib.callback_plugins import find_callback_plugin
 from passes.lib.errors import PassError
-from passes.lib.plugins import call_attributes, inline_jax
+from converter.hlo.dtypes import numpy_dtype
+from converter.mlir.context import hlo_element_type
+from passes.lib.plugins import CallAttributes, call_attributes, inline_jax
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
@@ -102,8 +104,7 @@ def _type_text(t: ir.Type) -> str:
                targets=TARGETS, ops=_HOST_TRANSFERS, preserves={Fact.USES})
 def host_callbacks(module: ir.Module, options: PassOptions, walks: WalkTracker) -> bool | None:
     calls = walks.custom_calls(TARGETS)
-    transfers = [op for op in walks.walk(_HOST_TRANSFERS) if "is_host_transfer" in op.attributes
-                 and ir.BoolAttr(op.attributes["is_host_transfer"]).value]
+    transfers = [op for op in walks.walk(_HOST_TRANSFERS) if _host(op, op.name)]
     if not calls and not transfers:
         return False
     errors: list[str] = []
@@ -131,26 +132,122 @@ def host_callbacks(module: ir.Module, options: PassOptions, walks: WalkTracker) 
 
 def _remove_host_transfers(transfers: list[ir.Operation], errors: list[str]) -> list[str]:
     """Remove a TPU callback's host sends and the host recvs whose data nothing reads; a
-    recv whose data is read goes to `errors`.  The names of the removed callbacks (one per
+    callback whose received data is read takes its callback plug-in, computed from the
+    values it sent, or goes to `errors`.  The names of the removed callbacks (one per
     op_name and source: a callback sends each argument in turn)."""
+    with_results: list[tuple[list[ir.Operation], list[ir.Operation]]] = []
+    taken: list[ir.Operation] = []
+    for op in transfers:  # found before anything is erased
+        if op.name == "stablehlo.recv" and rewrite.has_uses(op.results[0]) and not any(op == t for t in taken):
+            sends, recvs = _tpu_callback(op)
+            with_results.append((sends, recvs))
+            taken += sends + recvs
+    plain = [op for op in transfers if not any(op == t for t in taken)]
+    for sends, recvs in with_results:
+        op_name, source = callback_source(sends[0] if sends else recvs[0])
+        plugin = find_callback_plugin(op_name, source)
+        if plugin is None:
+            errors.append(_tpu_refusal(recvs[0], sends, recvs, op_name, source))
+        else:
+            _inline_tpu(sends, recvs, plugin, op_name)
     removed: dict[tuple[str, str], None] = {}
-    for op in transfers:
-        op_name, source = callback_source(op)
-        if op.name == "stablehlo.recv" and rewrite.has_uses(op.results[0]):
-            data = _type_text(op.results[0].type)
-            errors.append(str(rewrite.op_error(op, (
-                f"a TPU host callback's result (jax.pure_callback / io_callback){' at ' + source if source else ''}, "
-                f"op_name \"{op_name}\": the {data} received from the host comes from a Python function the dump "
-                "does not hold, computed from the values sent before it; dump the program for CPU or GPU, where the "
-                "callback is a custom-call that --callback 'OP_NAME=pkg.module:function' can give a meaning, or "
-                "replace the callback in the program"))))
-            continue
+    for op in plain:
         if op.name == "stablehlo.send":
-            removed[(op_name, source)] = None
+            removed[callback_source(op)] = None
             rewrite.replace(op, [op.operands[-1]])
         else:
             rewrite.replace(op, [None, op.operands[0]])
     return [op_name or source for op_name, source in removed]
+
+
+def _host(op: ir.Operation | None, name: str) -> bool:
+    return (op is not None and op.name == name and "is_host_transfer" in op.attributes
+            and ir.BoolAttr(op.attributes["is_host_transfer"]).value)
+
+
+def _producer(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return owner.operation if isinstance(owner, (ir.Operation, ir.OpView)) else None
+
+
+def _tpu_callback(recv: ir.Operation) -> tuple[list[ir.Operation], list[ir.Operation]]:
+    """The host sends (its arguments, in order) and recvs (its results) of the TPU callback
+    `recv` belongs to: JAX chains them by tokens, all sends then all recvs
+    (callback.py _emit_tpu_python_callback)."""
+    recvs = [recv]
+    while _host(_producer(recvs[0].operands[0]), "stablehlo.recv"):
+        recvs.insert(0, _producer(recvs[0].operands[0]))
+    sends: list[ir.Operation] = []
+    token = recvs[0].operands[0]
+    while _host(_producer(token), "stablehlo.send"):
+        sends.insert(0, _producer(token))
+        token = sends[0].operands[-1]
+    while True:
+        users = [use.owner for use in recvs[-1].results[1].uses]
+        following = [u.operation for u in users if _host(u.operation, "stablehlo.recv")]
+        if len(following) != 1:
+            return sends, recvs
+        recvs.append(following[0])
+
+
+def _tpu_arguments(sends: list[ir.Operation]) -> list[ir.Value]:
+    """The values a TPU callback receives: what it sends, less the f32[1] zeros JAX sends
+    for a callback of no arguments (so that it is called at all)."""
+    values = [send.operands[0] for send in sends]
+    if len(values) == 1:
+        producer = _producer(values[0])
+        if producer is not None and producer.name == "stablehlo.constant" \
+                and str(values[0].type) == "tensor<1xf32>" and "dense<0.000000e+00>" in str(producer.attributes["value"]):
+            return []
+    return values
+
+
+def _tpu_refusal(recv: ir.Operation, sends, recvs, op_name: str, source: str) -> str:
+    operands = ", ".join(_type_text(v.type) for v in _tpu_arguments(sends)) or "none"
+    results = ", ".join(_type_text(r.results[0].type) for r in recvs)
+    key = op_name or source or "OP_NAME"
+    also = f" (or --callback '{source}=...')" if op_name and source else ""
+    where = f" at {source}" if source else ""
+    return str(rewrite.op_error(recv, (
+        f"a TPU host callback with results (jax.pure_callback / io_callback: sends to and recvs from the "
+        f"host){where}, op_name \"{op_name}\": operands ({operands}) -> results ({results}); its Python function "
+        f"is not in the dump. Give it a meaning with --callback '{key}=pkg.module:function'{also}, or "
+        "converter.custom_calls.register_callback in Python: a JAX function of the operands returning the results")))
+
+
+def _inline_tpu(sends: list[ir.Operation], recvs: list[ir.Operation], plugin, op_name: str) -> None:
+    """Compute a TPU callback's results with its plug-in where its first result arrives
+    (after all its sends), and remove its sends and recvs."""
+    first = recvs[0]
+    arguments = _tpu_arguments(sends)
+    data = [ir.RankedTensorType(r.results[0].type) for r in recvs]
+    specs = [ir.RankedTensorType(v.type) for v in arguments]
+    where = op_location(first.location)
+    attrs = CallAttributes(
+        target="TPU host callback (send/recv)", name=where.instruction,
+        location=str(where.at) if where.at is not None else rewrite.location_text(first), dump_line="",
+        api_version=1, backend_config="", backend_config_text="", opaque=b"",
+        operand_shapes=tuple(tuple(t.shape) for t in specs),
+        operand_dtypes=tuple(numpy_dtype(hlo_element_type(t.element_type)) for t in specs),
+        result_shapes=tuple(tuple(t.shape) for t in data),
+        result_dtypes=tuple(numpy_dtype(hlo_element_type(t.element_type)) for t in data),
+        operand_layouts=tuple(tuple(range(len(t.shape) - 1, -1, -1)) for t in specs),
+        result_layouts=tuple(tuple(range(len(t.shape) - 1, -1, -1)) for t in data),
+        layouts_constrained=False, layouts_physical=False, has_side_effect=True)
+    try:
+        fn = plugin.resolve()
+    except Exception as e:
+        raise rewrite.op_error(first, f"callback plug-in {plugin.source}: cannot be imported: "
+                                      f"{type(e).__name__}: {e}") from e
+    with rewrite.at(first):
+        arrays = inline_jax(first, attrs, fn, arguments)
+    if len(arrays) != len(recvs):
+        raise rewrite.op_error(first, f"callback plug-in {plugin.source} returned {len(arrays)} arrays for the "
+                                      f"{len(recvs)} results of {op_name}")
+    for recv, array in zip(recvs, arrays):
+        rewrite.replace(recv, [array, recv.operands[0]])
+    for send in reversed(sends):
+        rewrite.replace(send, [send.operands[-1]])
 
 
 def _ordering_token(op: ir.Operation) -> ir.Value:

@@ -179,7 +179,7 @@ REFUSED = [
   t = token[] after-all()
   r = (f32[3], u32[], token[]) recv(t), channel_id=5, is_host_transfer=true
   d = (f32[3], token[]) recv-done(r), channel_id=5, is_host_transfer=true
-  ROOT v = f32[3] get-tuple-element(d), index=0""", "a TPU host callback's result"),
+  ROOT v = f32[3] get-tuple-element(d), index=0""", "a TPU host callback with results"),
     ("recv without a send", """
   t = token[] after-all()
   r = (f32[3], u32[], token[]) recv(t), channel_id=5

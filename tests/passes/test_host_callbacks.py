@@ -152,16 +152,18 @@ def test_callbacks_with_results_are_refused_by_name(version):
 
 @pytest.mark.parametrize("version", TPU_VERSIONS)
 def test_tpu_callbacks_with_results_are_refused_by_name(version):
-    """On TPU a callback's result arrives by a recv from the host that the program reads:
-    refused at the recv's line with its op_name and source (each of the two callbacks)."""
+    """On TPU a callback's results arrive by recvs from the host that the program reads:
+    refused at the first recv's line with its op_name, source and types (each callback)."""
     with pytest.raises(PassError) as e:
         load(str(DUMPS / f"pure_io_callback_{version}.hlo"))
     lines = str(e.value).splitlines()
     assert len(lines) == 2
     for line, op_name in zip(lines, ["jit(f)/pure_callback", "jit(f)/io_callback"]):
         assert re.match(rf".*pure_io_callback_{version}\.hlo:\d+:3: error: %\S+ \(stablehlo\.recv\): a TPU host "
-                        rf"callback's result \(jax\.pure_callback / io_callback\) at tests/programs/callback_programs"
-                        rf"\.py:\d+, op_name \"{re.escape(op_name)}\": the f32\[3,4\] received from the host", line), line
+                        rf"callback with results \(jax\.pure_callback / io_callback: sends to and recvs from the host\) "
+                        rf"at tests/programs/callback_programs\.py:\d+, op_name \"{re.escape(op_name)}\": operands "
+                        rf"\(f32\[3,4\]\) -> results \(f32\[3,4\]\); .* --callback '{re.escape(op_name)}="
+                        rf"pkg\.module:function'", line), line
 
 
 def test_tpu_host_transfers_are_kept_faithfully_without_the_pipeline():
@@ -189,7 +191,7 @@ def test_buffer_callbacks_are_refused_by_name_and_take_plugins(version):
     np.testing.assert_allclose(program(x)[0], np.sin(x) * 3.0 + 1.0, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("version", VERSIONS + GPU_VERSIONS)
+@pytest.mark.parametrize("version", VERSIONS + GPU_VERSIONS + TPU_VERSIONS)
 def test_callback_plugins_given_jaxs_own_functions_give_jaxs_result(version):
     program = cp.BY_NAME["pure_io_callback"]
     inputs = program.inputs()
