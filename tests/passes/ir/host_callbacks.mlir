@@ -51,3 +51,38 @@ module {
 // ERROR: a host callback with results (jax.pure_callback / io_callback) at model.py:17
 // ERROR: op_name "jit(f)/pure_callback": operands (f32[2,3]) -> results (f32[3])
 // ERROR: --callback 'jit(f)/pure_callback=pkg.module:function' (or --callback 'model.py:17=...')
+
+// -----
+
+// A TPU debug print: JAX sends each argument to the host and receives one f32[] nothing
+// reads (so that the token waits for the call).  Both sends and the recv go; the ordering
+// token reaches the entry's result as the chain's first token.
+module {
+  func.func @main(%tok: !stablehlo.token, %x: tensor<4xf32>, %i: tensor<i32>) -> (!stablehlo.token, tensor<4xf32>) {
+    %0 = stablehlo.sine %x : tensor<4xf32>
+    %t1 = "stablehlo.send"(%0, %tok) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 2>, is_host_transfer = true}> : (tensor<4xf32>, !stablehlo.token) -> !stablehlo.token
+    %t2 = "stablehlo.send"(%i, %t1) <{channel_handle = #stablehlo.channel_handle<handle = 2, type = 2>, is_host_transfer = true}> : (tensor<i32>, !stablehlo.token) -> !stablehlo.token
+    %r:2 = "stablehlo.recv"(%t2) <{channel_handle = #stablehlo.channel_handle<handle = 3, type = 3>, is_host_transfer = true}> : (!stablehlo.token) -> (tensor<f32>, !stablehlo.token)
+    return %r#1, %0 : !stablehlo.token, tensor<4xf32>
+  }
+}
+// CHECK-LABEL: func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<i32>) -> tensor<4xf32>
+// CHECK-NOT: stablehlo.send
+// CHECK-NOT: stablehlo.recv
+// CHECK: %[[S:.*]] = stablehlo.sine %arg0
+// CHECK: return %[[S]]
+
+// -----
+
+// A TPU pure_callback: the f32[4] received from the host is read, and no plug-in is
+// registered for its op_name or source: refused at the recv's line.
+module {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %tok = stablehlo.after_all : !stablehlo.token
+    %t1 = "stablehlo.send"(%x, %tok) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 2>, is_host_transfer = true}> : (tensor<4xf32>, !stablehlo.token) -> !stablehlo.token
+    %r:2 = "stablehlo.recv"(%t1) <{channel_handle = #stablehlo.channel_handle<handle = 2, type = 3>, is_host_transfer = true}> : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
+    return %r#0 : tensor<4xf32>
+  }
+}
+// ERROR: a TPU host callback with results
+// ERROR: operands (f32[4]) -> results (f32[4])
