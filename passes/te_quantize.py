@@ -8,10 +8,11 @@ transformer_engine/jax/csrc/extensions/quantization.cpp (DBiasQuantizeFFI, Dequa
 and jax/cpp_extensions/quantization.py: x is collapsed to [m, n] at flatten_axis; tensor
 scaling (delayed, or current with the scale TE's JAX side computed from amax before the
 call) writes saturate(x · scale) in fp8 (passes.lib.te_common), dbias = Σ_rows x in f32;
-MXFP8 (rowwise) writes e8m0 block scales over 32 elements and the fp8 data
-(passes.lib.te_common.mxfp8_quantize); the dequantize call (a TensorWrapper of one
-scale_inv: tensor scaling) writes x · scale_inv.  Refused by name: NVFP4, MXFP8's colwise
-output, stochastic rounding, the random Hadamard transform."""
+MXFP8 writes e8m0 block scales over 32 elements and the fp8 data, rowwise (blocks along
+n) and / or colwise (blocks down m, data not transposed) as q_layout asks
+(passes.lib.te_common.mxfp8_both_layouts); the dequantize call (a TensorWrapper of one
+scale_inv: tensor scaling) writes x · scale_inv.  Refused by name: NVFP4, stochastic
+rounding, the random Hadamard transform."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def lower_quantize(op: ir.Operation) -> None:
     results = list(op.results)
     with rewrite.at(op):
         x2 = builders.convert(builders.reshape(x, [math.prod(shape[:axis]), math.prod(shape[axis:])]), f32())
-        values = quantized_results(op, x2, results[:5], int(attr(op, cfg, "scaling_mode")), scale, amax, False)
+        values = quantized_results(op, x2, results[:5], int(attr(op, cfg, "scaling_mode")), scale, amax, False,
+                                   scale_axis=axis)
         if bool(cfg.get("is_dbias", False)):
             values.append(reshape_to(builders.reduce(x2, [0], "add", 0), results[5]))
         else:
@@ -74,7 +76,7 @@ def lower_dequantize(op: ir.Operation) -> None:
     rewrite.replace(op, [value])
 
 
-@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8 rowwise) and dequantize "
+@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8) and dequantize "
                "calls → portable casts", targets=QUANTIZE + DEQUANTIZE,
                preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_quantize(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:

@@ -88,7 +88,8 @@ def attr(op: ir.Operation, config: dict, name: str):
 
 
 def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], mode: int, scale: ir.Value,
-                      amax_in: ir.Value, amax_when_no_scaling: bool) -> list[ir.Value | None]:
+                      amax_in: ir.Value, amax_when_no_scaling: bool, *, scale_axis: int = -1,
+                      block_input_type: ir.Type | None = None) -> list[ir.Value | None]:
     """(output, colwise_output, scale_inv, colwise_scale_inv, updated_amax) of a TE
     quantizing kernel from its f32 result `y32` ([m, n], collapsed at the flatten axis):
     NO_SCALING writes y in the output type; tensor scaling (delayed or current: TE's JAX
@@ -96,8 +97,11 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
     writes saturate(y · scale) in fp8, scale_inv = 1/scale shared by both layouts, and the
     colwise output is the transpose ([n, m], NVTE_DELAYED_TENSOR_SCALING's columnwise
     layout).  updated_amax (aliased to `amax_in`, max-ed atomically) = max(amax_in, max|y|)
-    when tensor-scaled or asked for, else amax_in.  MXFP8 (rowwise): data and e8m0 block
-    scales as mxfp8_quantize."""
+    when tensor-scaled or asked for, else amax_in.  MXFP8: as mxfp8_both_layouts, the
+    block scales' 2-D view split at `scale_axis` of their result (the FFI's flatten axis);
+    `block_input_type` is the kernel's input type when y is computed in the kernel (an
+    activation), which TE rounds y to before the block amax ("numerical truncation" in
+    common/cast/mxfp8/quantize_mxfp8.cuh and gated_mxfp8.cuh)."""
     out, col_out, scale_inv, col_scale_inv, updated_amax = results
     out_element = ir.RankedTensorType(out.type).element_type
     values: list[ir.Value | None] = []
@@ -124,17 +128,12 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
         values.append(reshape_to(broadcast_scalar(inv, [1]), scale_inv))
         values.append(placeholder(op, col_scale_inv))
     elif mode == MXFP8_1D_SCALING:
-        # A colwise output TE did not request has shape (1,) (get_scale_shape_2x / abstract).
-        requested = [r for r in (col_out, col_scale_inv) if math.prod(ir.RankedTensorType(r.type).shape) > 1]
-        if any(rewrite.has_uses(r) for r in requested):
-            raise rewrite.op_error(op, "MXFP8 with its colwise (column-block) output used: not converted; the "
-                                   "rowwise output is")
-        data, exponents = mxfp8_quantize(op, y32, out_element)
-        values += [builders.reshape(data, list(ir.RankedTensorType(out.type).shape)), placeholder(op, col_out),
-                   block_scales_as(op, exponents, scale_inv), placeholder(op, col_scale_inv)]
+        if block_input_type is not None and str(block_input_type) != "f32":
+            y32 = builders.convert(builders.convert(y32, block_input_type), f32())
+        values += mxfp8_both_layouts(op, y32, out, col_out, scale_inv, col_scale_inv, scale_axis)
     else:
         raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 block scales are not converted; "
-                               "NO_SCALING, tensor scaling and MXFP8 rowwise are")
+                               "NO_SCALING, tensor scaling and MXFP8 are")
     if mode in TENSOR_SCALING or amax_when_no_scaling:
         new = builders.binary("maximum", scalar_of(amax_in), amax_of(y32))
         values.append(reshape_to(broadcast_scalar(new, [1]), updated_amax))
@@ -150,7 +149,8 @@ def _u32(value: int, shape: list[int]) -> ir.Value:
     return builders.scalar_constant(value, ir.IntegerType.get_unsigned(32), shape)
 
 
-def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type) -> tuple[ir.Value, ir.Value]:
+def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type,
+                   dimension: str = "the quantized dimension") -> tuple[ir.Value, ir.Value]:
     """MXFP8 rowwise quantization of the f32 [m, n] `x32` as TE's kernels do it
     (common/cast/mxfp8/quantize_mxfp8.cuh, util/ptx_arch_spec.cuh float_to_e8m0,
     util/ptx.cuh exp2f_rcp): per block of 32 along n, e = float_to_e8m0(amax · (1/max)),
@@ -161,7 +161,8 @@ def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type) -> tuple[i
         raise rewrite.op_error(op, f"MXFP8 output type {name}: expected one of {sorted(FP8_MAX)}")
     m, n = builders.shape_of(x32)
     if n % MXFP8_BLOCK:
-        raise rewrite.op_error(op, f"MXFP8 blocks of {MXFP8_BLOCK}: the quantized dimension {n} is not a multiple")
+        raise rewrite.op_error(op, f"MXFP8 blocks of {MXFP8_BLOCK}: {dimension} ({n}) is not a multiple (TE's "
+                               "get_scale_shape asserts it)")
     nb = n // MXFP8_BLOCK
     blocks = builders.reshape(builders.unary("abs", x32), [m, nb, MXFP8_BLOCK])
     amax = builders.reduce(blocks, [2], "maximum", 0)
@@ -197,13 +198,57 @@ def mxfp8_quantize(op: ir.Operation, x32: ir.Value, element: ir.Type) -> tuple[i
     return data, builders.convert(e, ir.IntegerType.get_unsigned(8))
 
 
-def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value) -> ir.Value:
-    """The u8 biased exponents [r, c] as `result` (e8m0 or u8, TE's padded [round_up(r,
-    128), round_up(c, 4)] shape): the padding, which TE's kernel never writes, is 0."""
+def mxfp8_both_layouts(op: ir.Operation, y32: ir.Value, out: ir.Value, col_out: ir.Value, scale_inv: ir.Value,
+                       col_scale_inv: ir.Value, scale_axis: int) -> list[ir.Value | None]:
+    """(output, colwise_output, scale_inv, colwise_scale_inv) of MXFP8 quantization of the
+    f32 [m, n] `y32`.  A layout TE did not request has a (1,)-shaped data result
+    (get_scale_shape_2x / the primitives' abstract); a requested one has x's size and is
+    computed when it or its scales are used.  Rowwise:
+    blocks of 32 along n, scales [round_up(m, 128), round_up(n/32, 4)].  Colwise (TE's
+    MXFP8 data_layout "NN": not transposed, unlike tensor scaling): the same data shape
+    [m, n] with blocks of 32 down the columns, scales [round_up(m/32, 4), round_up(n, 128)]
+    (BlockScalingModeMetadataImpl.get_scale_shape with block (32, 1), alignment (4, 128);
+    the kernel's colwise scale index is row_block · stride + column)."""
+    m, n = builders.shape_of(y32)
+
+    def requested(data: ir.Value, scales: ir.Value) -> bool:
+        return math.prod(ir.RankedTensorType(data.type).shape) == m * n and \
+            (rewrite.has_uses(data) or rewrite.has_uses(scales))
+
+    def data_as(data: ir.Value, result: ir.Value) -> ir.Value:
+        return builders.reshape(data, list(ir.RankedTensorType(result.type).shape))
+
+    values: list[ir.Value | None] = []
+    if requested(out, scale_inv):
+        data, exponents = mxfp8_quantize(op, y32, ir.RankedTensorType(out.type).element_type,
+                                         "the rowwise-quantized (last, flattened) dimension")
+        values += [data_as(data, out), None, block_scales_as(op, exponents, scale_inv, scale_axis)]
+    else:
+        values += [placeholder(op, out), None, placeholder(op, scale_inv)]
+    if requested(col_out, col_scale_inv):
+        data_t, exponents_t = mxfp8_quantize(op, builders.transpose(y32, [1, 0]),
+                                             ir.RankedTensorType(col_out.type).element_type,
+                                             "the colwise-quantized (leading, flattened) dimension")
+        values[1] = data_as(builders.transpose(data_t, [1, 0]), col_out)
+        values.append(block_scales_as(op, builders.transpose(exponents_t, [1, 0]), col_scale_inv, scale_axis))
+    else:
+        values[1] = placeholder(op, col_out)
+        values.append(placeholder(op, col_scale_inv))
+    return values
+
+
+def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value, split: int = -1) -> ir.Value:
+    """The u8 biased exponents [r, c] as `result` (e8m0 or u8), whose 2-D view is its
+    dims before / from `split` (TE's FFI: product(dims, 0, flatten_axis), product(dims,
+    flatten_axis, ndim)), padded past r × c as get_scale_shape pads (rowwise to 128 × 4,
+    colwise to 4 × 128): the padding, which TE's kernel never writes, is 0."""
     t = ir.RankedTensorType(result.type)
     r, c = builders.shape_of(exponents)
     shape = list(t.shape)
-    rows, cols = math.prod(shape[:-1]), shape[-1] if shape else 1
+    split = split + len(shape) if split < 0 else split
+    if not 0 <= split <= len(shape):
+        raise rewrite.op_error(op, f"block-scale result {shape}: no 2-D view at axis {split}")
+    rows, cols = math.prod(shape[:split]), math.prod(shape[split:])
     if rows < r or cols < c:
         raise rewrite.op_error(op, f"block-scale result {shape} smaller than the {r}×{c} scales")
     padded = builders.pad(exponents, [0, 0], [rows - r, cols - c])

@@ -8,10 +8,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings, strategies as st
 
 from converter.runtime.convert import convert_text
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.mxfp8_reference import mxfp8_reference, numpy_e8m0, te_block_scale_shape
 from tests.passes.te.te_hlo import T, dims, fp8_cast, run, sweep
 
 RNG = np.random.default_rng(31)
@@ -97,15 +99,6 @@ ENTRY main {{
 """
 
 
-def numpy_e8m0(val):
-    """Biased exponent of val (≥ 0) rounded toward +inf (cvt.rp.satfinite.ue8m0), from frexp."""
-    val = val.astype(np.float64)
-    mant, ex = np.frexp(val)  # val = mant · 2^ex, mant in [0.5, 1)
-    e = np.where(mant == 0.5, ex - 1, ex) + 127
-    e = np.where(val <= 2.0 ** -127, 0, np.maximum(e, 1))
-    return np.where(val == 0, 0, e).astype(np.int64)
-
-
 @pytest.mark.parametrize("fp8_t", sweep([ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2], {0}))
 def test_mxfp8_quantize_bit_exact(fp8_t):
     """MXFP8 rowwise (scaling_mode 2): one e8m0 exponent per 32 elements along the last
@@ -130,13 +123,88 @@ def test_mxfp8_quantize_bit_exact(fp8_t):
     np.testing.assert_array_equal(q.view(np.uint8), want.view(np.uint8))
 
 
-def test_mxfp8_colwise_output_is_a_located_error():
-    """MXFP8's colwise output (blocks of 32 down the columns) is not converted: asking for it
-    (quantize_layout ROWWISE_COLWISE, a colwise result of x's size) is refused by name."""
+def mxfp8_2x_module(x_shape, dt, out_t, axis, layout, row_scale, col_scale) -> str:
+    rows = layout in (0, 2)
+    cols = layout in (1, 2)
+    out = dims(x_shape) if rows else "1"
+    col = dims(x_shape) if cols else "1"
+    rs = dims(row_scale) if rows else "1"
+    cs = dims(col_scale) if cols else "1"
+    return f"""HloModule te_mxfp8_2x
+ENTRY main {{
+  x = {dt}[{dims(x_shape)}] parameter(0)
+  scale = f32[1] constant({{1}})
+  amax = f32[1] constant({{0}})
+  sr = s64[0] constant({{}})
+  ra = f32[0] constant({{}})
+  rht = bf16[0] constant({{}})
+  cc = ({out_t}[{out}], {out_t}[{col}], f8e8m0fnu[{rs}], f8e8m0fnu[{cs}], f32[1], {dt}[1], u8[64]) custom-call(x, scale, amax, sr, ra, rht), custom_call_target="te_dbias_quantize_ffi", api_version=API_VERSION_TYPED_FFI, output_to_operand_aliasing={{{{4}}: (2, {{}})}}, backend_config={{flatten_axis = {axis} : i64, is_dbias = false, q_layout = {layout} : i64, scaling_mode = 2 : i64, stochastic_rounding = false, use_rht = false}}
+  q = {out_t}[{out}] get-tuple-element(cc), index=0
+  c = {out_t}[{col}] get-tuple-element(cc), index=1
+  si = f8e8m0fnu[{rs}] get-tuple-element(cc), index=2
+  ci = f8e8m0fnu[{cs}] get-tuple-element(cc), index=3
+  ROOT t = ({out_t}[{out}], {out_t}[{col}], f8e8m0fnu[{rs}], f8e8m0fnu[{cs}]) tuple(q, c, si, ci)
+}}
+"""
+
+
+@st.composite
+def mxfp8_cases(draw):
+    rank = draw(st.sampled_from([2, 3]))
+    layout = draw(st.sampled_from([0, 1, 2]))  # JAXX_Quantize_Layout ROWWISE, COLWISE, ROWWISE_COLWISE
+    axis = draw(st.integers(1, rank - 1))
+    shape = [draw(st.sampled_from([1, 2, 3, 32, 64, 96])) for _ in range(rank)]
+    if layout in (0, 2):
+        shape[-1] = 32 * draw(st.integers(1, 3))
+    if layout in (1, 2):
+        shape[axis - 1] = 32 * draw(st.integers(1, 3))
+    shape = tuple(shape)
+    row = te_block_scale_shape(shape, axis, False)
+    col = te_block_scale_shape(shape, axis, True)
+    assume((row is not None or layout == 1) and (col is not None or layout == 0))
+    assume(np.prod(shape) <= 20000)
+    fp8_t = draw(st.sampled_from([ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2]))
+    dt = draw(st.sampled_from([ml_dtypes.bfloat16, np.float32]))
+    return shape, axis, layout, row, col, fp8_t, dt, draw(st.integers(0, 2 ** 31))
+
+
+@settings(max_examples=10, deadline=None)
+@given(mxfp8_cases())
+def test_mxfp8_rowwise_and_colwise_bit_exact(case):
+    """MXFP8 (scaling_mode 2) in each q_layout, over shapes TE's get_scale_shape accepts:
+    rowwise blocks of 32 along the flattened last dim, colwise blocks of 32 down the
+    flattened leading dim with the data not transposed; the scales' real blocks (inside
+    TE's padded shapes, restated above) and the data bit for bit against mxfp8_reference."""
+    shape, axis, layout, row_shape, col_shape, fp8_t, dt, seed = case
+    rng = np.random.default_rng(seed)
+    m, n = int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))
+    x = rng.standard_normal((m, n)) * 2.0 ** rng.integers(-20, 20, (m, n))  # magnitudes spread within blocks
+    x[rng.random((m, n)) < 0.05] = 0
+    x = x.astype(dt)
+    text = mxfp8_2x_module(shape, T[np.dtype(dt)], T[np.dtype(fp8_t)], axis, layout, row_shape, col_shape)
+    q, c, si, ci = run(text, [x.reshape(shape)])
+    x32 = x.astype(np.float32)
+    if layout in (0, 2):
+        data, e = mxfp8_reference(x32, fp8_t, 1)
+        np.testing.assert_array_equal(q.reshape(m, n).view(np.uint8), data.view(np.uint8))
+        # The FFI's 2-D view of the scales splits their dims at flatten_axis.
+        view = si.view(np.uint8).reshape(int(np.prod(row_shape[:axis])), -1)
+        np.testing.assert_array_equal(view[:m, :n // 32].astype(np.int64), e)
+    if layout in (1, 2):
+        data, e = mxfp8_reference(x32, fp8_t, 0)
+        np.testing.assert_array_equal(c.reshape(m, n).view(np.uint8), data.view(np.uint8))
+        view = ci.view(np.uint8).reshape(int(np.prod(col_shape[:axis])), -1)
+        np.testing.assert_array_equal(view[:m // 32, :n].astype(np.int64), e)
+
+
+def test_mxfp8_colwise_needs_whole_blocks_down_the_rows():
+    """Colwise blocks run down the flattened leading dim: 4 rows are not a block of 32 (TE's
+    get_scale_shape asserts it); the call is refused, located."""
     text = mxfp8_module((4, 64), "bf16", "f8e4m3fn", (128, 4))
     text = text.replace("f8e4m3fn[1], f8e8m0fnu", "f8e4m3fn[4,64], f8e8m0fnu").replace("q_layout = 0", "q_layout = 2")
     text = text.replace("  ROOT t = (f8e4m3fn[4,64], f8e8m0fnu[128,4]) tuple(q, si)",
                         "  c = f8e4m3fn[4,64] get-tuple-element(cc), index=1\n"
                         "  ROOT t = (f8e4m3fn[4,64], f8e8m0fnu[128,4], f8e4m3fn[4,64]) tuple(q, si, c)")
-    with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*MXFP8 with its colwise"):
+    with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*MXFP8 blocks of 32: the "
+                       r"colwise-quantized .* \(4\) is not a multiple"):
         convert_text(text, "te.hlo")
