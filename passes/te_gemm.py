@@ -16,8 +16,13 @@ bias (non-empty bias = fused), converted to the output type, in the output's sha
 The gelu epilogue (TE ≤ 2.9 te_gemm_ffi with fuse_gelu, forward) writes the pre-gelu
 value to pre_gelu_out and gelu (tanh form, cuBLASLt's) to the output.
 
-Refused by name: MXFP8 / NVFP4 scaling (the scales arrive swizzled for cuBLAS),
-collective (all-gather / reduce-scatter overlapped) GEMMs, and the backward epilogues
+MXFP8 (scaling_mode 2): fp8 operands, rowwise-quantized when K is their last collapsed dim
+and colwise-quantized (not transposed) when it is their first, with e8m0 scales per 32 K
+elements, swizzled for cuBLAS by TE's JAX side since TE 2.8 (passes.lib.te_common
+.mxfp8_gemm_scales reads them back); each operand is dequantized (exact in f32) and the
+dot is f32, as cuBLAS accumulates.
+
+Refused by name: NVFP4 scaling, collective (all-gather / reduce-scatter overlapped) GEMMs, and the backward epilogues
 (grad with bias or gelu: bias-gradient and dgelu)."""
 
 from __future__ import annotations
@@ -31,8 +36,8 @@ from passes.lib import rewrite
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
-from passes.lib.te_common import (NO_SCALING, TENSOR_SCALING, attr, broadcast_scalar, f32, is_fp8, placeholder,
-                                  reshape_to, scalar_of, scaling_mode_name)
+from passes.lib.te_common import (MXFP8_1D_SCALING, MXFP8_BLOCK, NO_SCALING, TENSOR_SCALING, attr, broadcast_scalar, f32,
+                                  is_fp8, mxfp8_gemm_scales, placeholder, reshape_to, scalar_of, scaling_mode_name)
 
 TARGETS = ("te_gemm_ffi", "te_gemm_v2_ffi")
 
@@ -40,6 +45,22 @@ TARGETS = ("te_gemm_ffi", "te_gemm_v2_ffi")
 def _collapse(x: ir.Value, boundary: int) -> ir.Value:
     shape = builders.shape_of(x)
     return builders.reshape(x, [math.prod(shape[:boundary]), math.prod(shape[boundary:])])
+
+
+def _mxfp8_operand(op: ir.Operation, x2: ir.Value, scale: ir.Value, boundary: int, k_leading: bool, colwise: bool,
+                   swizzled: bool, which: str) -> ir.Value:
+    """The collapsed fp8 operand ([K, F] when `k_leading`, else [F, K]) as f32 [F, K], each
+    32-element K block times its e8m0 scale 2^(e − 127) (exact in f32)."""
+    if not is_fp8(builders.element_type_of(x2)):
+        raise rewrite.op_error(op, f"{which} of type {builders.element_type_of(x2)}: MXFP8 operands are fp8")
+    if str(builders.element_type_of(scale)) != "f8E8M0FNU":
+        raise rewrite.op_error(op, f"{which} scale_inv of type {builders.element_type_of(scale)}: MXFP8 scales are e8m0")
+    fk = builders.transpose(x2, [1, 0]) if k_leading else x2
+    f, k = builders.shape_of(fk)
+    if k % MXFP8_BLOCK:
+        raise rewrite.op_error(op, f"{which} contracting size {k} is not a multiple of MXFP8's block of {MXFP8_BLOCK}")
+    plain = mxfp8_gemm_scales(op, scale, boundary, colwise, swizzled, f, k // MXFP8_BLOCK, which)
+    return builders.block_dequantize(fk, plain, f32())
 
 
 def _gelu_tanh(x: ir.Value) -> ir.Value:
@@ -77,9 +98,9 @@ def lower_te_gemm(op: ir.Operation) -> None:
         raise rewrite.op_error(op, f"collective_op {collective} ({'ALL_GATHER' if collective == 1 else 'REDUCE_SCATTER'}"
                                "): TE's communication-overlapped GEMM needs its userbuffers communicator; "
                                "not converted (run the model with collective GEMM off)")
-    if mode != NO_SCALING and mode not in TENSOR_SCALING:
-        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block-scaled GEMMs receive their "
-                               "scales pre-swizzled for cuBLAS; not converted (tensor scaling and NO_SCALING are)")
+    if mode != NO_SCALING and mode not in TENSOR_SCALING and mode != MXFP8_1D_SCALING:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 GEMMs are not converted "
+                               "(tensor scaling, MXFP8 and NO_SCALING are)")
     fuse_gelu = bool(cfg.get("fuse_gelu", False)) and not v2
     grad = bool(cfg.get("grad", False)) and not v2
     # te_gemm_ffi's writers (TE ≤ 2.9) fuse the bias only under fuse_bias: with the flag off a
@@ -101,10 +122,18 @@ def lower_te_gemm(op: ir.Operation) -> None:
         raise rewrite.op_error(op, f"operand types {builders.element_type_of(lhs)} × {builders.element_type_of(rhs)} "
                                f"do not fit scaling_mode {scaling_mode_name(mode)}")
     with rewrite.at(op):
-        a = builders.convert(_collapse(lhs, lb), f32())
-        b = builders.convert(_collapse(rhs, rb), f32())
-        # out[m, n] = Σ_k lhs[m, k] rhs[k, n], contracting the dim the flags name.
-        product = builders.dot_general(a, b, f32(), [], [], [0 if lt else 1], [1 if rt else 0])
+        if mode == MXFP8_1D_SCALING:
+            # Both as [free, K], dequantized per 32-element K block; TE 2.6 – 2.7's
+            # te_gemm_ffi (six results) takes plain scales, later writers swizzled ones.
+            swizzled = v2 or len(results) != 6
+            a = _mxfp8_operand(op, _collapse(lhs, lb), lhs_sinv, lb, lt, lt, swizzled, "lhs")
+            b = _mxfp8_operand(op, _collapse(rhs, rb), rhs_sinv, rb, not rt, not rt, swizzled, "rhs")
+            product = builders.dot_general(a, b, f32(), [], [], [1], [1])
+        else:
+            a = builders.convert(_collapse(lhs, lb), f32())
+            b = builders.convert(_collapse(rhs, rb), f32())
+            # out[m, n] = Σ_k lhs[m, k] rhs[k, n], contracting the dim the flags name.
+            product = builders.dot_general(a, b, f32(), [], [], [0 if lt else 1], [1 if rt else 0])
         m, n = builders.shape_of(product)
         if mode in TENSOR_SCALING:
             scale = builders.binary("multiply", scalar_of(lhs_sinv), scalar_of(rhs_sinv))
@@ -128,7 +157,7 @@ def lower_te_gemm(op: ir.Operation) -> None:
     rewrite.replace(op, values)
 
 
-@register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16/fp8 tensor-scaled, "
+@register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16, fp8 tensor-scaled, MXFP8; "
                "bias/gelu epilogues) → dot_general", targets=TARGETS,
                preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:

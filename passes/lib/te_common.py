@@ -260,3 +260,34 @@ def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value, spl
     else:
         padded = builders.convert(padded, element)
     return builders.reshape(padded, shape)
+
+
+def mxfp8_gemm_scales(op: ir.Operation, scale: ir.Value, boundary: int, colwise: bool, swizzled: bool,
+                      rows: int, blocks: int, which: str) -> ir.Value:
+    """An MXFP8 GEMM operand's e8m0 scales as the plain [rows, blocks] matrix
+    (non-contracting index × 32-element block of the contracting dim).  The call's scale
+    operand is viewed 2-D at the operand's axis boundary (gemm.cpp
+    xla_buffer_to_nvte_gemm_operand) as [a, b]: a rowwise-quantized operand's [rows', blocks']
+    or a colwise one's [blocks', rows'] (padded to 128 × 4 / 4 × 128, padding unread).
+    Since TE 2.8 (jax/cpp_extensions/gemm.py swizzled_scale, the JAX transpose before the
+    call) it arrives swizzled for cuBLAS: the plain [R, C] (colwise ones transposed first)
+    reshaped [R/128, 4, 32, C/4, 4], axes 1 and 3 swapped — a permutation that is its own
+    inverse, so the same steps read it back.  Before (te_gemm_ffi with lhs_swizzled /
+    rhs_swizzled results) the C++ swizzled into those results and the operand is plain."""
+    shape = builders.shape_of(scale)
+    if not 0 < boundary < len(shape):
+        raise rewrite.op_error(op, f"{which} scale_inv {shape}: no 2-D view at axis boundary {boundary}")
+    a, b = math.prod(shape[:boundary]), math.prod(shape[boundary:])
+    plain = builders.reshape(scale, [a, b])
+    r, c = (b, a) if colwise else (a, b)
+    if r % 128 or c % 4 or r < rows or c < blocks:
+        raise rewrite.op_error(op, f"{which} scale_inv {shape} (2-D {[a, b]}{', colwise' if colwise else ''}) is not "
+                               f"TE's padded MXFP8 layout covering {rows} rows × {blocks} blocks of 32")
+    if swizzled:
+        # swizzled_scale transposes a colwise [blocks', rows'] to [rows', blocks'] before
+        # the swizzle, so the buffer holds the swizzled [r, c].
+        tiles = builders.reshape(scale, [r // 128, c // 4, 32, 4, 4])
+        plain = builders.reshape(builders.transpose(tiles, [0, 3, 2, 1, 4]), [r, c])
+    elif colwise:
+        plain = builders.transpose(plain, [1, 0])
+    return builders.slice_(plain, [0, 0], [rows, blocks])
