@@ -16,6 +16,7 @@ from passes.lib import rewrite
 
 # JAXX_Scaling_Mode (transformer_engine/jax/csrc/extensions/misc.h)
 NO_SCALING, DELAYED_TENSOR_SCALING, MXFP8_1D_SCALING, CURRENT_TENSOR_SCALING = 0, 1, 2, 3
+NVFP4_1D_SCALING = 4
 SCALING_MODE_NAMES = {0: "NO_SCALING", 1: "DELAYED_TENSOR_SCALING", 2: "MXFP8_1D_SCALING",
                       3: "CURRENT_TENSOR_SCALING", 4: "NVFP4_1D_SCALING", 5: "NVFP4_2D_SCALING"}
 TENSOR_SCALING = (DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING)
@@ -89,7 +90,7 @@ def attr(op: ir.Operation, config: dict, name: str):
 
 def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], mode: int, scale: ir.Value,
                       amax_in: ir.Value, amax_when_no_scaling: bool, *, scale_axis: int = -1,
-                      block_input_type: ir.Type | None = None) -> list[ir.Value | None]:
+                      block_input_type: ir.Type | None = None, nvfp4: bool = False) -> list[ir.Value | None]:
     """(output, colwise_output, scale_inv, colwise_scale_inv, updated_amax) of a TE
     quantizing kernel from its f32 result `y32` ([m, n], collapsed at the flatten axis):
     NO_SCALING writes y in the output type; tensor scaling (delayed or current: TE's JAX
@@ -101,7 +102,9 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
     block scales' 2-D view split at `scale_axis` of their result (the FFI's flatten axis);
     `block_input_type` is the kernel's input type when y is computed in the kernel (an
     activation), which TE rounds y to before the block amax ("numerical truncation" in
-    common/cast/mxfp8/quantize_mxfp8.cuh and gated_mxfp8.cuh)."""
+    common/cast/mxfp8/quantize_mxfp8.cuh and gated_mxfp8.cuh).  NVFP4_1D_SCALING (only
+    where the caller says TE's kernel takes it: `nvfp4`) as nvfp4_both_layouts, with
+    amax_in as the tensor amax TE's JAX side computed before the call."""
     out, col_out, scale_inv, col_scale_inv, updated_amax = results
     out_element = ir.RankedTensorType(out.type).element_type
     values: list[ir.Value | None] = []
@@ -131,9 +134,13 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
         if block_input_type is not None and str(block_input_type) != "f32":
             y32 = builders.convert(builders.convert(y32, block_input_type), f32())
         values += mxfp8_both_layouts(op, y32, out, col_out, scale_inv, col_scale_inv, scale_axis)
+    elif mode == NVFP4_1D_SCALING and nvfp4:
+        values += nvfp4_both_layouts(op, y32, scalar_of(amax_in), out, col_out, scale_inv, col_scale_inv, scale_axis)
     else:
-        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 block scales are not converted; "
-                               "NO_SCALING, tensor scaling and MXFP8 are")
+        why = ("NVFP4 2-D (16×16 blocks) is not converted" if mode == NVFP4_1D_SCALING + 1 else
+               "NVFP4 is converted for te_dbias_quantize_ffi only" if mode == NVFP4_1D_SCALING else "unknown mode")
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: not converted ({why}; NO_SCALING, "
+                               "tensor scaling and MXFP8 are)")
     if mode in TENSOR_SCALING or amax_when_no_scaling:
         new = builders.binary("maximum", scalar_of(amax_in), amax_of(y32))
         values.append(reshape_to(broadcast_scalar(new, [1]), updated_amax))
@@ -291,3 +298,103 @@ def mxfp8_gemm_scales(op: ir.Operation, scale: ir.Value, boundary: int, colwise:
     elif colwise:
         plain = builders.transpose(plain, [1, 0])
     return builders.slice_(plain, [0, 0], [rows, blocks])
+
+
+NVFP4_BLOCK = 16
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+def nvfp4_quantize(op: ir.Operation, x32: ir.Value, s_enc: ir.Value, s_dec: ir.Value, element: ir.Type,
+                   dimension: str) -> tuple[ir.Value, ir.Value]:
+    """NVFP4 1-D quantization of the f32 [r, c] `x32` along c, as TE's kernels do it
+    (common/cast/nvfp4/core_nvfp4.cuh compute_decoding_scaling_factor,
+    quantize_transpose_nvfp4.cuh / specialized/quantize_transpose_nvfp4_tuned_1D.cuh with
+    the f32 scaling coefficient, util/ptx_arch_spec.cuh mul_cvt_*_to_fp4 round to nearest),
+    every step one f32 operation: per block of 16, sf = e4m3_satfinite(block_amax · (S_enc
+    · f32(1/6))); coefficient = min(1 / (f32(sf) · S_dec), FLT_MAX); data =
+    e2m1_satfinite(x · coefficient), round to nearest even.  Returns (data [r, c] in
+    `element`, sf [r, c/16] f8E4M3FN)."""
+    if str(element) != "f4E2M1FN":
+        raise rewrite.op_error(op, f"NVFP4 output type {element}: expected f4E2M1FN")
+    r, c = builders.shape_of(x32)
+    if c % NVFP4_BLOCK:
+        raise rewrite.op_error(op, f"NVFP4 blocks of {NVFP4_BLOCK}: {dimension} ({c}) is not a multiple")
+    nb = c // NVFP4_BLOCK
+    shape = [r, nb]
+    amax = builders.reduce(builders.reshape(builders.unary("abs", x32), [r, nb, NVFP4_BLOCK]), [2], "maximum", 0)
+    sixth = builders.binary("multiply", s_enc, builders.scalar_constant(float(np.float32(1.0) / np.float32(6.0)), f32()))
+    s_dec_b = builders.binary("multiply", amax, broadcast_scalar(sixth, shape))
+    s_dec_b = builders.binary("minimum", s_dec_b, builders.scalar_constant(FLT_MAX, f32(), shape))
+    sf = builders.convert(builders.clamp(builders.scalar_constant(-448.0, f32()), s_dec_b,
+                                         builders.scalar_constant(448.0, f32())), ir.Float8E4M3FNType.get())
+    denom = builders.binary("multiply", builders.convert(sf, f32()), broadcast_scalar(s_dec, shape))
+    coeff = builders.binary("minimum", builders.binary("divide", builders.scalar_constant(1.0, f32(), shape), denom),
+                            builders.scalar_constant(FLT_MAX, f32(), shape))
+    per_element = builders.reshape(builders.broadcast_in_dim(coeff, [r, nb, NVFP4_BLOCK], [0, 1]), [r, c])
+    scaled = builders.binary("multiply", x32, per_element)
+    data = builders.convert(builders.clamp(builders.scalar_constant(-6.0, f32()), scaled,
+                                           builders.scalar_constant(6.0, f32())), element)
+    return data, sf
+
+
+def nvfp4_global_scales(amax: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(S_enc, S_dec) from the 0-d f32 tensor amax: core_nvfp4.cuh
+    compute_global_encode_scaling_factor_FP4, S_enc = fminf(448 · 6 / amax, FLT_MAX) (fminf
+    of a NaN gives FLT_MAX), 1 where amax is 0 or S_enc is 0; S_dec = 1 / S_enc."""
+    ratio = builders.binary("divide", builders.scalar_constant(448.0 * 6.0, f32()), amax)
+    big = builders.scalar_constant(FLT_MAX, f32())
+    s_enc = builders.select(builders.compare(ratio, ratio, "NE"), big, builders.binary("minimum", ratio, big))
+    zero = builders.scalar_constant(0.0, f32())
+    one = builders.scalar_constant(1.0, f32())
+    degenerate = builders.binary("or", builders.compare(amax, zero, "EQ"), builders.compare(s_enc, zero, "EQ"))
+    s_enc = builders.select(degenerate, one, s_enc)
+    return s_enc, builders.binary("divide", one, s_enc)
+
+
+def nvfp4_both_layouts(op: ir.Operation, y32: ir.Value, amax: ir.Value, out: ir.Value, col_out: ir.Value,
+                       scale_inv: ir.Value, col_scale_inv: ir.Value, scale_axis: int) -> list[ir.Value | None]:
+    """(output, colwise_output, scale_inv, colwise_scale_inv) of NVFP4 1-D quantization of
+    the f32 [m, n] `y32` with the tensor amax `amax` (0-d f32).  Rowwise: blocks of 16 along
+    n, e4m3 scales [round_up(m, 128), round_up(n/16, 4)].  Colwise (TE's NVFP4 data_layout
+    "NT"): the transpose [n, m] quantized rowwise with the same S_enc (the kernel's
+    columnwise amax is unset in this FFI), scales [round_up(n, 128), round_up(m/16, 4)],
+    whose 2-D view splits at rank − flatten_axis (quantization.cpp colwise_flatten_axis).
+    A layout TE did not request has a (1,)-shaped data result."""
+    m, n = builders.shape_of(y32)
+    s_enc, s_dec = nvfp4_global_scales(amax)
+
+    def requested(data: ir.Value, scales: ir.Value) -> bool:
+        return math.prod(ir.RankedTensorType(data.type).shape) == m * n and \
+            (rewrite.has_uses(data) or rewrite.has_uses(scales))
+
+    values: list[ir.Value | None] = []
+    for data_r, scale_r, transposed in ((out, scale_inv, False), (col_out, col_scale_inv, True)):
+        if not requested(data_r, scale_r):
+            values += [placeholder(op, data_r), placeholder(op, scale_r)]
+            continue
+        x = builders.transpose(y32, [1, 0]) if transposed else y32
+        data, sf = nvfp4_quantize(op, x, s_enc, s_dec, ir.RankedTensorType(data_r.type).element_type,
+                                  "the colwise-quantized (leading, flattened) dimension" if transposed else
+                                  "the rowwise-quantized (last, flattened) dimension")
+        rank = len(ir.RankedTensorType(scale_r.type).shape)
+        split = (rank - (scale_axis % rank)) if transposed else scale_axis
+        values += [builders.reshape(data, list(ir.RankedTensorType(data_r.type).shape)),
+                   fp8_scales_as(op, sf, scale_r, split)]
+    out_v, out_s, col_v, col_s = values
+    return [out_v, col_v, out_s, col_s]
+
+
+def fp8_scales_as(op: ir.Operation, sf: ir.Value, result: ir.Value, split: int) -> ir.Value:
+    """The e4m3 block scales [r, c] as `result` (f8E4M3FN), whose 2-D view splits its dims
+    at `split`, zero past r × c (padding TE's kernel does not write)."""
+    t = ir.RankedTensorType(result.type)
+    if str(t.element_type) != "f8E4M3FN":
+        raise rewrite.op_error(op, f"NVFP4 block-scale result type {t.element_type}: expected f8E4M3FN")
+    shape = list(t.shape)
+    split = split + len(shape) if split < 0 else split
+    rows, cols = math.prod(shape[:split]), math.prod(shape[split:])
+    r, c = builders.shape_of(sf)
+    if rows < r or cols < c:
+        raise rewrite.op_error(op, f"block-scale result {shape} (2-D {[rows, cols]}) smaller than the {r}×{c} scales")
+    padded = builders.pad(sf, [0, 0], [rows - r, cols - c])
+    return builders.reshape(padded, shape)

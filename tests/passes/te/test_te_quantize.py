@@ -13,7 +13,8 @@ from hypothesis import assume, given, settings, strategies as st
 from converter.runtime.convert import convert_text
 from passes import PassError
 from tests.helpers import assert_close
-from tests.passes.te.mxfp8_reference import mxfp8_reference, numpy_e8m0, te_block_scale_shape
+from tests.passes.te.mxfp8_reference import mxfp8_reference, numpy_e8m0, nvfp4_reference, nvfp4_scale_shape, \
+    te_block_scale_shape
 from tests.passes.te.te_hlo import T, dims, fp8_cast, run, sweep
 
 RNG = np.random.default_rng(31)
@@ -72,12 +73,14 @@ def test_quantize_dequantize_bit_exact(mode, fp8_t, dt):
     np.testing.assert_array_equal(dq.astype(np.float32), want_dq.astype(np.float32))
 
 
-@pytest.mark.parametrize("mode, extra, what", [(4, "", "NVFP4_1D_SCALING"),
-                                               (1, ", stochastic_rounding = true", "stochastic_rounding")])
+@pytest.mark.parametrize("mode, extra, what", [(5, "", "NVFP4_2D_SCALING"),
+                                               (4, ", stochastic_rounding = true", "stochastic_rounding.*random bits"),
+                                               (4, ", use_rht = true", "use_rht.*Hadamard")])
 def test_unsupported_quantize_modes_are_located_errors(mode, extra, what):
     text = quantize_module((4, 32), "bf16", "f8e4m3fn", mode, 1, False, extra="")
     if extra:
-        text = text.replace("stochastic_rounding = false", "stochastic_rounding = true")
+        flag = extra.split()[1]
+        text = text.replace(f"{flag} = false", f"{flag} = true")
     with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*{what}"):
         convert_text(text, "te.hlo")
 
@@ -208,3 +211,80 @@ def test_mxfp8_colwise_needs_whole_blocks_down_the_rows():
     with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*te_dbias_quantize_ffi.*MXFP8 blocks of 32: the "
                        r"colwise-quantized .* \(4\) is not a multiple"):
         convert_text(text, "te.hlo")
+
+
+def nvfp4_module(x_shape, dt, axis, layout, row_scale, col_scale) -> str:
+    rows, cols = layout in (0, 2), layout in (1, 2)
+    a = axis % len(x_shape)
+    out = dims(x_shape) if rows else "1"
+    col = dims((*x_shape[a:], *x_shape[:a])) if cols else "1"  # NVFP4's colwise data is transposed
+    rs = dims(row_scale) if rows else "1"
+    cs = dims(col_scale) if cols else "1"
+    return f"""HloModule te_nvfp4
+ENTRY main {{
+  x = {dt}[{dims(x_shape)}] parameter(0)
+  amax = f32[1] parameter(1)
+  scale = f32[1] constant({{1}})
+  sr = u32[0] constant({{}})
+  ra = f32[1] constant({{0}})
+  rht = bf16[0] constant({{}})
+  cc = (f4e2m1fn[{out}], f4e2m1fn[{col}], f8e4m3fn[{rs}], f8e4m3fn[{cs}], f32[1], {dt}[1], u8[64]) custom-call(x, scale, amax, sr, ra, rht), custom_call_target="te_dbias_quantize_ffi", api_version=API_VERSION_TYPED_FFI, output_to_operand_aliasing={{{{4}}: (2, {{}})}}, backend_config={{flatten_axis = {axis} : i64, is_dbias = false, q_layout = {layout} : i64, scaling_mode = 4 : i64, stochastic_rounding = false, use_rht = false}}
+  q = f4e2m1fn[{out}] get-tuple-element(cc), index=0
+  c = f4e2m1fn[{col}] get-tuple-element(cc), index=1
+  si = f8e4m3fn[{rs}] get-tuple-element(cc), index=2
+  ci = f8e4m3fn[{cs}] get-tuple-element(cc), index=3
+  am = f32[1] get-tuple-element(cc), index=4
+  ROOT t = (f4e2m1fn[{out}], f4e2m1fn[{col}], f8e4m3fn[{rs}], f8e4m3fn[{cs}], f32[1]) tuple(q, c, si, ci, am)
+}}
+"""
+
+
+@st.composite
+def nvfp4_cases(draw):
+    rank = draw(st.sampled_from([2, 3]))
+    layout = draw(st.sampled_from([0, 1, 2]))
+    axis = draw(st.integers(1, rank - 1))
+    shape = [draw(st.sampled_from([1, 2, 3, 16, 32, 48])) for _ in range(rank)]
+    if layout in (0, 2):
+        shape[-1] = 16 * draw(st.integers(1, 4))
+    if layout in (1, 2):
+        shape[axis - 1] = 16 * draw(st.integers(1, 4))
+    shape = tuple(shape)
+    row, col = nvfp4_scale_shape(shape, axis, False), nvfp4_scale_shape(shape, axis, True)
+    assume((row is not None or layout == 1) and (col is not None or layout == 0))
+    dt = draw(st.sampled_from([ml_dtypes.bfloat16, np.float32]))
+    amax_kind = draw(st.sampled_from(["exact", "larger", "zero"]))
+    return shape, axis, layout, row, col, dt, amax_kind, draw(st.integers(0, 2 ** 31))
+
+
+@settings(max_examples=10, deadline=None)
+@given(nvfp4_cases())
+def test_nvfp4_quantize_bit_exact(case):
+    """NVFP4 1-D (scaling_mode 4), round to nearest, in each q_layout over shapes TE's
+    get_scale_shape accepts: e2m1 data and e4m3 block scales bit for bit against
+    nvfp4_reference (TE's kernel math step by step in f32), the colwise output being the
+    transposed data quantized along the rows; the amax operand passes through."""
+    shape, axis, layout, row_shape, col_shape, dt, amax_kind, seed = case
+    rng = np.random.default_rng(seed)
+    m, n = int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))
+    x = rng.standard_normal((m, n)) * 2.0 ** rng.integers(-6, 6, (m, n))
+    x[rng.random((m, n)) < 0.05] = 0
+    x = x.astype(dt)
+    x32 = x.astype(np.float32)
+    # TE's JAX side passes the tensor's amax (calculate_amax); a larger one (a stale or
+    # shared amax) and 0 (S_enc = 1) exercise the global scale.
+    amax = {"exact": np.abs(x32).max(), "larger": np.abs(x32).max() * 3.7, "zero": 0.0}[amax_kind]
+    amax = np.array([amax], np.float32)
+    q, c, si, ci, am = run(nvfp4_module(shape, T[np.dtype(dt)], axis, layout, row_shape, col_shape),
+                           [x.reshape(shape), amax])
+    np.testing.assert_array_equal(am, amax)
+    for wanted, data, scales, x2, sshape, split in ((layout in (0, 2), q, si, x32, row_shape, axis),
+                                                     (layout in (1, 2), c, ci, x32.T, col_shape,
+                                                      len(shape) - axis)):
+        if not wanted:
+            continue
+        want, sf = nvfp4_reference(np.ascontiguousarray(x2), amax[0])
+        r, cc = x2.shape
+        np.testing.assert_array_equal(data.reshape(r, cc).view(np.uint8), want.view(np.uint8))
+        view = scales.view(np.uint8).reshape(int(np.prod(sshape[:split])), -1)
+        np.testing.assert_array_equal(view[:r, :cc // 16], sf.view(np.uint8))
