@@ -19,10 +19,13 @@ value to pre_gelu_out and gelu (tanh form, cuBLASLt's) to the output.
 MXFP8 (scaling_mode 2): fp8 operands, rowwise-quantized when K is their last collapsed dim
 and colwise-quantized (not transposed) when it is their first, with e8m0 scales per 32 K
 elements, swizzled for cuBLAS by TE's JAX side since TE 2.8 (passes.lib.te_common
-.mxfp8_gemm_scales reads them back); each operand is dequantized (exact in f32) and the
-dot is f32, as cuBLAS accumulates.
+.block_gemm_scales reads them back); each operand is dequantized (exact in f32) and the
+dot is f32, as cuBLAS accumulates.  NVFP4 (scaling_mode 4 or 5, TE ≥ 2.9 with alpha): e2m1
+operands, both rowwise, e4m3 scales per 16 K elements passed plain (the C++ swizzles
+them), the output alpha · Σ (a·sa)(b·sb) with alpha the two global decode scales'
+product (+ bias); beta multiplies the uninitialised output buffer, so TE passes 0.
 
-Refused by name: NVFP4 scaling, collective (all-gather / reduce-scatter overlapped) GEMMs, and the backward epilogues
+Refused by name: collective (all-gather / reduce-scatter overlapped) GEMMs, and the backward epilogues
 (grad with bias or gelu: bias-gradient and dgelu)."""
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from passes.lib import rewrite
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
-from passes.lib.te_common import (MXFP8_1D_SCALING, MXFP8_BLOCK, NO_SCALING, TENSOR_SCALING, attr, broadcast_scalar, f32,
-                                  is_fp8, mxfp8_gemm_scales, placeholder, reshape_to, scalar_of, scaling_mode_name)
+from passes.lib.te_common import (MXFP8_1D_SCALING, MXFP8_BLOCK, NO_SCALING, NVFP4_1D_SCALING, NVFP4_2D_SCALING, NVFP4_BLOCK,
+                                  TENSOR_SCALING,
+                                  attr, block_gemm_scales, broadcast_scalar, f32, is_fp8, placeholder, reshape_to,
+                                  scalar_of, scaling_mode_name)
 
 TARGETS = ("te_gemm_ffi", "te_gemm_v2_ffi")
 
@@ -47,19 +52,31 @@ def _collapse(x: ir.Value, boundary: int) -> ir.Value:
     return builders.reshape(x, [math.prod(shape[:boundary]), math.prod(shape[boundary:])])
 
 
-def _mxfp8_operand(op: ir.Operation, x2: ir.Value, scale: ir.Value, boundary: int, k_leading: bool, colwise: bool,
-                   swizzled: bool, which: str) -> ir.Value:
-    """The collapsed fp8 operand ([K, F] when `k_leading`, else [F, K]) as f32 [F, K], each
-    32-element K block times its e8m0 scale 2^(e − 127) (exact in f32)."""
-    if not is_fp8(builders.element_type_of(x2)):
-        raise rewrite.op_error(op, f"{which} of type {builders.element_type_of(x2)}: MXFP8 operands are fp8")
-    if str(builders.element_type_of(scale)) != "f8E8M0FNU":
-        raise rewrite.op_error(op, f"{which} scale_inv of type {builders.element_type_of(scale)}: MXFP8 scales are e8m0")
+# scaling_mode → (operand types, scale type, block along K).
+# NVFP4 2-D operands reach the GEMM with their 16×16 scales broadcast to 1-D (scaling_modes.py
+# is_1d_block_scaling), so both NVFP4 modes read the same way.
+BLOCK_SCALED = {MXFP8_1D_SCALING: (("f8E4M3FN", "f8E5M2"), "f8E8M0FNU", MXFP8_BLOCK),
+                NVFP4_1D_SCALING: (("f4E2M1FN",), "f8E4M3FN", NVFP4_BLOCK),
+                NVFP4_2D_SCALING: (("f4E2M1FN",), "f8E4M3FN", NVFP4_BLOCK)}
+
+
+def _block_scaled_operand(op: ir.Operation, mode: int, x2: ir.Value, scale: ir.Value, boundary: int,
+                          k_leading: bool, swizzled: bool, which: str) -> ir.Value:
+    """The collapsed operand ([K, F] when `k_leading`, else [F, K]) as f32 [F, K], each
+    K block times its scale (e8m0 2^(e − 127) for MXFP8, e4m3 for NVFP4; the products are
+    exact in f32).  A K-leading operand is colwise-quantized (its scales [blocks', rows'])."""
+    data_types, scale_type, block = BLOCK_SCALED[mode]
+    if str(builders.element_type_of(x2)) not in data_types:
+        raise rewrite.op_error(op, f"{which} of type {builders.element_type_of(x2)}: {scaling_mode_name(mode)} "
+                               f"operands are {', '.join(data_types)}")
+    if str(builders.element_type_of(scale)) != scale_type:
+        raise rewrite.op_error(op, f"{which} scale_inv of type {builders.element_type_of(scale)}: "
+                               f"{scaling_mode_name(mode)} scales are {scale_type}")
     fk = builders.transpose(x2, [1, 0]) if k_leading else x2
     f, k = builders.shape_of(fk)
-    if k % MXFP8_BLOCK:
-        raise rewrite.op_error(op, f"{which} contracting size {k} is not a multiple of MXFP8's block of {MXFP8_BLOCK}")
-    plain = mxfp8_gemm_scales(op, scale, boundary, colwise, swizzled, f, k // MXFP8_BLOCK, which)
+    if k % block:
+        raise rewrite.op_error(op, f"{which} contracting size {k} is not a multiple of the block of {block}")
+    plain = block_gemm_scales(op, scale, boundary, k_leading, swizzled, f, k // block, block, which)
     return builders.block_dequantize(fk, plain, f32())
 
 
@@ -98,9 +115,9 @@ def lower_te_gemm(op: ir.Operation) -> None:
         raise rewrite.op_error(op, f"collective_op {collective} ({'ALL_GATHER' if collective == 1 else 'REDUCE_SCATTER'}"
                                "): TE's communication-overlapped GEMM needs its userbuffers communicator; "
                                "not converted (run the model with collective GEMM off)")
-    if mode != NO_SCALING and mode not in TENSOR_SCALING and mode != MXFP8_1D_SCALING:
-        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: NVFP4 GEMMs are not converted "
-                               "(tensor scaling, MXFP8 and NO_SCALING are)")
+    if mode != NO_SCALING and mode not in TENSOR_SCALING and mode not in BLOCK_SCALED:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: not converted (NO_SCALING, tensor "
+                               "scaling, MXFP8 and NVFP4 are)")
     fuse_gelu = bool(cfg.get("fuse_gelu", False)) and not v2
     grad = bool(cfg.get("grad", False)) and not v2
     # te_gemm_ffi's writers (TE ≤ 2.9) fuse the bias only under fuse_bias: with the flag off a
@@ -114,6 +131,10 @@ def lower_te_gemm(op: ir.Operation) -> None:
     rt = bool(attr(op, cfg, "rhs_transposed"))
     lb = int(attr(op, cfg, "lhs_axis_boundary"))
     rb = int(attr(op, cfg, "rhs_axis_boundary"))
+    alpha = operands[5 if v2 else 6] if len(operands) == expected else None
+    if mode in (NVFP4_1D_SCALING, NVFP4_2D_SCALING) and (alpha is None or lt or not rt):
+        raise rewrite.op_error(op, "NVFP4 GEMM needs alpha (TE ≥ 2.9's operands) and both operands rowwise "
+                               "(lhs_transposed=false, rhs_transposed=true), as gemm.cpp requires")
     results = list(op.results)
     out = results[0]
     out_type = ir.RankedTensorType(out.type)
@@ -122,13 +143,19 @@ def lower_te_gemm(op: ir.Operation) -> None:
         raise rewrite.op_error(op, f"operand types {builders.element_type_of(lhs)} × {builders.element_type_of(rhs)} "
                                f"do not fit scaling_mode {scaling_mode_name(mode)}")
     with rewrite.at(op):
-        if mode == MXFP8_1D_SCALING:
-            # Both as [free, K], dequantized per 32-element K block; TE 2.6 – 2.7's
-            # te_gemm_ffi (six results) takes plain scales, later writers swizzled ones.
-            swizzled = v2 or len(results) != 6
-            a = _mxfp8_operand(op, _collapse(lhs, lb), lhs_sinv, lb, lt, lt, swizzled, "lhs")
-            b = _mxfp8_operand(op, _collapse(rhs, rb), rhs_sinv, rb, not rt, not rt, swizzled, "rhs")
+        if mode in BLOCK_SCALED:
+            # Both as [free, K], dequantized per K block.  MXFP8 scales arrive swizzled
+            # from TE 2.8's JAX side (TE 2.6 – 2.7's te_gemm_ffi, six results, took them
+            # plain); NVFP4's are plain (gemm.cpp swizzles them into the workspace).
+            swizzled = mode == MXFP8_1D_SCALING and (v2 or len(results) != 6)
+            a = _block_scaled_operand(op, mode, _collapse(lhs, lb), lhs_sinv, lb, lt, swizzled, "lhs")
+            b = _block_scaled_operand(op, mode, _collapse(rhs, rb), rhs_sinv, rb, not rt, swizzled, "rhs")
             product = builders.dot_general(a, b, f32(), [], [], [1], [1])
+            if mode in (NVFP4_1D_SCALING, NVFP4_2D_SCALING):
+                # alpha = the product of both tensors' global decode scales (amax / (6 · 448),
+                # gemm.py _get_nvfp4_tensor_scale_inv), cuBLAS's D = alpha · A·B (+ bias).
+                m_, n_ = builders.shape_of(product)
+                product = builders.binary("multiply", product, broadcast_scalar(scalar_of(alpha), [m_, n_]))
         else:
             a = builders.convert(_collapse(lhs, lb), f32())
             b = builders.convert(_collapse(rhs, rb), f32())
@@ -157,7 +184,7 @@ def lower_te_gemm(op: ir.Operation) -> None:
     rewrite.replace(op, values)
 
 
-@register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16, fp8 tensor-scaled, MXFP8; "
+@register_pass("te-gemm", "Transformer Engine GEMM calls (te_gemm_ffi, te_gemm_v2_ffi; bf16, fp8 tensor-scaled, MXFP8, NVFP4; "
                "bias/gelu epilogues) → dot_general", targets=TARGETS,
                preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:

@@ -16,7 +16,7 @@ from passes.lib import rewrite
 
 # JAXX_Scaling_Mode (transformer_engine/jax/csrc/extensions/misc.h)
 NO_SCALING, DELAYED_TENSOR_SCALING, MXFP8_1D_SCALING, CURRENT_TENSOR_SCALING = 0, 1, 2, 3
-NVFP4_1D_SCALING = 4
+NVFP4_1D_SCALING, NVFP4_2D_SCALING = 4, 5
 SCALING_MODE_NAMES = {0: "NO_SCALING", 1: "DELAYED_TENSOR_SCALING", 2: "MXFP8_1D_SCALING",
                       3: "CURRENT_TENSOR_SCALING", 4: "NVFP4_1D_SCALING", 5: "NVFP4_2D_SCALING"}
 TENSOR_SCALING = (DELAYED_TENSOR_SCALING, CURRENT_TENSOR_SCALING)
@@ -137,7 +137,7 @@ def quantized_results(op: ir.Operation, y32: ir.Value, results: list[ir.Value], 
     elif mode == NVFP4_1D_SCALING and nvfp4:
         values += nvfp4_both_layouts(op, y32, scalar_of(amax_in), out, col_out, scale_inv, col_scale_inv, scale_axis)
     else:
-        why = ("NVFP4 2-D (16×16 blocks) is not converted" if mode == NVFP4_1D_SCALING + 1 else
+        why = ("NVFP4 2-D (16×16 blocks) is not converted" if mode == NVFP4_2D_SCALING else
                "NVFP4 is converted for te_dbias_quantize_ffi only" if mode == NVFP4_1D_SCALING else "unknown mode")
         raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: not converted ({why}; NO_SCALING, "
                                "tensor scaling and MXFP8 are)")
@@ -269,10 +269,10 @@ def block_scales_as(op: ir.Operation, exponents: ir.Value, result: ir.Value, spl
     return builders.reshape(padded, shape)
 
 
-def mxfp8_gemm_scales(op: ir.Operation, scale: ir.Value, boundary: int, colwise: bool, swizzled: bool,
-                      rows: int, blocks: int, which: str) -> ir.Value:
-    """An MXFP8 GEMM operand's e8m0 scales as the plain [rows, blocks] matrix
-    (non-contracting index × 32-element block of the contracting dim).  The call's scale
+def block_gemm_scales(op: ir.Operation, scale: ir.Value, boundary: int, colwise: bool, swizzled: bool,
+                      rows: int, blocks: int, block: int, which: str) -> ir.Value:
+    """A block-scaled (MXFP8, NVFP4) GEMM operand's scales as the plain [rows, blocks]
+    matrix (non-contracting index × `block`-element block of the contracting dim).  The call's scale
     operand is viewed 2-D at the operand's axis boundary (gemm.cpp
     xla_buffer_to_nvte_gemm_operand) as [a, b]: a rowwise-quantized operand's [rows', blocks']
     or a colwise one's [blocks', rows'] (padded to 128 × 4 / 4 × 128, padding unread).
@@ -289,7 +289,7 @@ def mxfp8_gemm_scales(op: ir.Operation, scale: ir.Value, boundary: int, colwise:
     r, c = (b, a) if colwise else (a, b)
     if r % 128 or c % 4 or r < rows or c < blocks:
         raise rewrite.op_error(op, f"{which} scale_inv {shape} (2-D {[a, b]}{', colwise' if colwise else ''}) is not "
-                               f"TE's padded MXFP8 layout covering {rows} rows × {blocks} blocks of 32")
+                               f"TE's padded block-scale layout covering {rows} rows × {blocks} blocks of {block}")
     if swizzled:
         # swizzled_scale transposes a colwise [blocks', rows'] to [rows', blocks'] before
         # the swizzle, so the buffer holds the swizzled [r, c].

@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings, strategies as st
 from converter.runtime.convert import convert_text
 from passes import PassError
 from tests.helpers import assert_close
-from tests.passes.te.mxfp8_reference import te_block_scale_shape
+from tests.passes.te.mxfp8_reference import nvfp4_scale_shape, te_block_scale_shape
 from tests.passes.te.te_hlo import T, dims, run, sweep
 
 RNG = np.random.default_rng(27)
@@ -158,7 +158,7 @@ def test_v1_gemm_without_epilogues_matches_numpy():
     assert_close(np.asarray(got), want.astype(np.float16))
 
 
-@pytest.mark.parametrize("mode, collective, what", [(4, 0, "NVFP4_1D_SCALING"),
+@pytest.mark.parametrize("mode, collective, what", [(4, 0, "lhs of type bf16: NVFP4_1D_SCALING operands are f4E2M1FN"),
                                                     (0, 1, "ALL_GATHER")])
 def test_unsupported_gemm_modes_are_located_errors(mode, collective, what):
     lhs = np.zeros((4, 32), ml_dtypes.bfloat16)
@@ -292,5 +292,65 @@ def test_mxfp8_gemm_with_scales_not_covering_the_operand_is_a_located_error():
     rhs = np.zeros((8, 64), ml_dtypes.float8_e4m3fn)
     text = mxfp8_gemm_module(lhs, (128, 1), rhs, (128, 4), (4, 8), "bf16", 0, 1, 1, False, True, "v2")
     with pytest.raises(PassError, match=r"te_gemm.hlo:\d+:\d+: error: .*te_gemm_v2_ffi.*lhs scale_inv \[128, 1\].*"
-                       r"not TE's padded MXFP8 layout covering 4 rows × 2 blocks"):
+                       r"not TE's padded block-scale layout covering 4 rows × 2 blocks of 32"):
         convert_text(text, "te_gemm.hlo")
+
+
+@st.composite
+def nvfp4_gemm_cases(draw):
+    k = 16 * draw(st.integers(1, 6))
+    free_l = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 5, 32]), min_size=1, max_size=2)))
+    free_r = tuple(draw(st.lists(st.sampled_from([1, 2, 3, 5, 32]), min_size=1, max_size=2)))
+    lhs_shape, rhs_shape = (*free_l, k), (*free_r, k)  # TN: both rowwise (gemm.cpp)
+    ls, rs = nvfp4_scale_shape(lhs_shape, len(free_l), False), nvfp4_scale_shape(rhs_shape, len(free_r), False)
+    assume(ls is not None and rs is not None)
+    return (lhs_shape, len(free_l), ls, rhs_shape, len(free_r), rs, draw(st.sampled_from(["bf16", "f32"])),
+            draw(st.booleans()), draw(st.sampled_from(["v2", "v1"])), draw(st.integers(0, 2 ** 31)))
+
+
+@settings(max_examples=8, deadline=None)
+@given(nvfp4_gemm_cases())
+def test_nvfp4_gemm_matches_numpy(case):
+    """NVFP4 GEMM (scaling_mode 4): e2m1 operands, both rowwise, e4m3 scales per 16 K
+    elements in TE's padded shapes, passed plain (gemm.cpp swizzles them itself), alpha =
+    the global decode scales' product; against NumPy f64 dequantize, dot, alpha, bias."""
+    lhs_shape, lb, ls, rhs_shape, rb, rs, out_t, with_bias, form, seed = case
+    rng = np.random.default_rng(seed)
+    f4 = ml_dtypes.float4_e2m1fn
+    lhs = np.clip(rng.standard_normal(lhs_shape) * 3, -6, 6).astype(f4)
+    rhs = np.clip(rng.standard_normal(rhs_shape) * 3, -6, 6).astype(f4)
+    out_shape = (*lhs_shape[:lb], *rhs_shape[:rb])
+    n = math.prod(rhs_shape[:rb])
+    bias_t = ml_dtypes.bfloat16 if out_t == "bf16" else np.float32
+    bias = rng.standard_normal(n if with_bias else 0).astype(bias_t)
+    alpha = np.array([rng.uniform(0.5, 2) * 2.0 ** -rng.integers(0, 12)], np.float32)
+
+    def scales(data, shape, boundary):
+        r, c = math.prod(data.shape[:boundary]), math.prod(data.shape[boundary:])
+        s = rng.integers(0, 256, (math.prod(shape[:boundary]), math.prod(shape[boundary:]))).astype(np.uint8)
+        s[:r, :c // 16] = np.abs(rng.standard_normal((r, c // 16)) * 40).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+        factor = np.repeat(s[:r, :c // 16].view(ml_dtypes.float8_e4m3fn).astype(np.float64), 16, axis=1)
+        return s.reshape(shape).view(ml_dtypes.float8_e4m3fn), factor  # padding: any byte (NaN included)
+
+    ls_op, lf = scales(lhs, ls, lb)
+    rs_op, rf = scales(rhs, rs, rb)
+    text = mxfp8_gemm_module(lhs, ls, rhs, rs, out_shape, out_t, bias.size, lb, rb, False, True, form)
+    text = text.replace("f8e8m0fnu", "f8e4m3fn").replace("scaling_mode = 2", "scaling_mode = 4")
+    if form == "v2":
+        text = text.replace("one = f32[1] constant({1})", "one = f32[1] parameter(5)")
+    else:  # TE ≥ 2.9's te_gemm_ffi: alpha and beta after gelu_input
+        text = text.replace("  gelu_in =", "  one = f32[1] parameter(5)\n  zero = f32[1] constant({0})\n  gelu_in =")
+        text = text.replace("custom-call(lhs, lsinv, rhs, rsinv, bias, gelu_in)",
+                            "custom-call(lhs, lsinv, rhs, rsinv, bias, gelu_in, one, zero)")
+    (got,) = run(text, [lhs, ls_op, rhs, rs_op, bias, alpha], "te_gemm.hlo")
+    a = lhs.astype(np.float64).reshape(math.prod(lhs_shape[:lb]), -1) * lf
+    b = rhs.astype(np.float64).reshape(math.prod(rhs_shape[:rb]), -1) * rf
+    bias64 = bias.astype(np.float64)[None, :] if bias.size else 0
+    want = (a @ b.T) * float(alpha[0]) + bias64
+    # Dequantized products exact in f32; the f32 sum within K·2^-24 of Σ|a·b|, one more
+    # rounding for alpha (and for the bias), then one to the output type (half an ulp).
+    k = a.shape[1]
+    sum_error = (k + 2) * 2.0 ** -23 * (np.abs(a) @ np.abs(b.T) * float(alpha[0]) + np.abs(bias64))
+    half_ulp = 2.0 ** -8 if out_t == "bf16" else 2.0 ** -23
+    err = np.abs(np.asarray(got).astype(np.float64).reshape(want.shape) - want)
+    assert np.all(err <= half_ulp * (np.abs(want) + sum_error) + sum_error), float((err - sum_error).max())
