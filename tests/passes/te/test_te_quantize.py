@@ -288,3 +288,73 @@ def test_nvfp4_quantize_bit_exact(case):
         np.testing.assert_array_equal(data.reshape(r, cc).view(np.uint8), want.view(np.uint8))
         view = scales.view(np.uint8).reshape(int(np.prod(sshape[:split])), -1)
         np.testing.assert_array_equal(view[:r, :cc // 16], sf.view(np.uint8))
+
+
+def test_nvfp4_rounding_ties_follow_the_kernels_operation_order():
+    """Blocks built where the order of TE's f32 operations decides the result: a block amax
+    b with b · (S_enc · f32(1/6)) exactly an e4m3 midpoint (ties to even) while TE's JAX
+    reference order (b / 6) · S_enc is not, and an element x with x · (1 / (sf · S_dec))
+    exactly an e2m1 midpoint while x · (S_enc / sf) is not.  Random data almost never
+    lands there; these check the kernel's order (core_nvfp4.cuh, the f32 coefficient of
+    quantize_transpose_nvfp4*.cuh), bit for bit."""
+    f = np.float32
+    amax = f(1.0)
+    s_enc = f(448.0 * 6.0) / amax
+    s_dec = f(1) / s_enc
+    t = s_enc * (f(1) / f(6))
+
+    def around(v, count=400):
+        out = [f(v)]
+        lo = hi = f(v)
+        for _ in range(count):
+            lo, hi = np.nextafter(lo, f(-np.inf)), np.nextafter(hi, f(np.inf))
+            out += [lo, hi]
+        return np.array(out, np.float32)
+
+    # 1. a block amax whose e4m3 scale is a tie only in the kernel's order.
+    def e4m3(v):
+        return np.clip(v, -448, 448).astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+
+    def e2m1(v):
+        return np.clip(v, -6, 6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
+
+    block_amax = None
+    for mid in (12.5, 25.0, 3.125, 100.0, 0.78125, 13.5, 50.0, 6.25):  # e4m3 midpoints
+        b = around(mid / float(t))
+        b = b[b <= amax]
+        differ = e4m3((b * t).astype(f)) != e4m3(((b / f(6)).astype(f) * s_enc).astype(f))
+        if differ.any():
+            block_amax = b[differ][0]
+            break
+    assert block_amax is not None
+    # 2. an element at an e2m1 midpoint only with the kernel's coefficient.
+    element = None
+    for sf_value in ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max * 2.0 ** -np.arange(0, 14, 0.125):
+        sf = f(np.asarray(sf_value, np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+        kernel_c = f(1) / (sf * s_dec)
+        alternative_c = s_enc / sf
+        if kernel_c == alternative_c or sf == 0:
+            continue
+        b_for_sf = around(float(sf) / float(t), 50)
+        b_for_sf = b_for_sf[np.clip(b_for_sf * t, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(f) == sf]
+        if not b_for_sf.size:
+            continue
+        for mid in (2.5, 0.75, 1.25, 5.0, 3.5, 1.75, 0.25):  # e2m1 midpoints
+            x = around(mid / float(kernel_c), 4)
+            x = x[(x <= b_for_sf[0]) & (e2m1((x * kernel_c).astype(f)) != e2m1((x * alternative_c).astype(f)))]
+            if x.size:
+                element = (b_for_sf[0], x[0])
+                break
+        if element is not None:
+            break
+    assert element is not None
+    x = np.zeros((1, 32), np.float32)
+    x[0, 0] = block_amax
+    x[0, 16], x[0, 17] = element
+    q, _, si, _, _ = run(nvfp4_module((1, 32), "f32", 1, 0, (128, 4), None), [x, np.array([amax], np.float32)])
+    want, sf = nvfp4_reference(x, amax)
+    np.testing.assert_array_equal(si.view(np.uint8)[0, :2], sf.view(np.uint8)[0])
+    np.testing.assert_array_equal(q.reshape(1, 32).view(np.uint8), want.view(np.uint8))
+    # The cases discriminate: TE's JAX reference order gives another scale / element.
+    assert e4m3((block_amax / f(6)).astype(f) * s_enc) != sf.view(np.uint8)[0, 0]
+    assert e2m1((element[1] * (s_enc / sf[0, 1].astype(f))).astype(f)) != want.view(np.uint8)[0, 17]
