@@ -14,7 +14,9 @@ the functions of common/util/math.h in f32: NVTE_Activation_Type 0 GELU (tanh fo
 9 SRELU relu(x)², 10 SREGLU, 11 CLAMPED_SWIGLU (GPT-OSS: σ(α·min(x, limit))·min(x, limit)
 times clip(gate, ±limit) + offset).  The backward is the activation's derivative times
 dz (and the gate's), dbias the f32 sum over rows; quantization as passes.lib.te_common.
-Refused by name: an act_enum outside this list, NVFP4 outputs, MXFP8's colwise output."""
+MXFP8 outputs (rowwise and colwise, y rounded to the input type before the block amax as
+TE's kernels do) as passes.lib.te_common.mxfp8_both_layouts.
+Refused by name: an act_enum outside this list, NVFP4 outputs."""
 
 from __future__ import annotations
 
@@ -200,7 +202,8 @@ def lower_act_lu(op: ir.Operation) -> None:
         if second is not None:
             y = _mul(y, parts.gate(second))
         values = quantized_results(op, y, list(op.results), int(attr(op, cfg, "scaling_mode")), scale, amax,
-                                   bool(cfg.get("output_amax_when_no_scaling", False)))
+                                   bool(cfg.get("output_amax_when_no_scaling", False)), scale_axis=-1,
+                                   block_input_type=builders.element_type_of(x))
     rewrite.replace(op, values)
 
 
@@ -223,8 +226,11 @@ def lower_dact(op: ir.Operation) -> None:
             dx = builders.concatenate([builders.reshape(d_first, [m, 1, n]), builders.reshape(d_second, [m, 1, n])], 1)
             k = 2
         dx2 = builders.reshape(dx, [m, k * n])
+        # The scales' 2-D view splits before the act axis (activation.cpp: flatten_axis =
+        # output rank − 2).
         values = quantized_results(op, dx2, results[:5], int(attr(op, cfg, "scaling_mode")), scale, amax,
-                                   bool(cfg.get("output_amax_when_no_scaling", False)))
+                                   bool(cfg.get("output_amax_when_no_scaling", False)), scale_axis=-2,
+                                   block_input_type=builders.element_type_of(dz))
         dbias_r = results[5]
         if bool(cfg.get("is_dbias", False)):
             values.append(reshape_to(builders.reduce(dx2, [0], "add", 0), dbias_r))
@@ -235,7 +241,7 @@ def lower_dact(op: ir.Operation) -> None:
 
 
 @register_pass("te-activation", "Transformer Engine activation calls (te_act_lu_ffi, te_dact_dbias_quantize_ffi; "
-               "plain and gated, fp8 tensor-scaled or MXFP8 rowwise outputs) → portable math", targets=FORWARD + BACKWARD,
+               "plain and gated, fp8 tensor-scaled or MXFP8 outputs) → portable math", targets=FORWARD + BACKWARD,
                preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_activations(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     forward, backward = walks.custom_calls_of(FORWARD, BACKWARD)

@@ -8,10 +8,14 @@ transformer_engine/jax/csrc/extensions/quantization.cpp (DBiasQuantizeFFI, Dequa
 and jax/cpp_extensions/quantization.py: x is collapsed to [m, n] at flatten_axis; tensor
 scaling (delayed, or current with the scale TE's JAX side computed from amax before the
 call) writes saturate(x · scale) in fp8 (passes.lib.te_common), dbias = Σ_rows x in f32;
-MXFP8 (rowwise) writes e8m0 block scales over 32 elements and the fp8 data
-(passes.lib.te_common.mxfp8_quantize); the dequantize call (a TensorWrapper of one
-scale_inv: tensor scaling) writes x · scale_inv.  Refused by name: NVFP4, MXFP8's colwise
-output, stochastic rounding, the random Hadamard transform."""
+MXFP8 writes e8m0 block scales over 32 elements and the fp8 data, rowwise (blocks along
+n) and / or colwise (blocks down m, data not transposed) as q_layout asks
+(passes.lib.te_common.mxfp8_both_layouts); NVFP4 1-D (e2m1 data, e4m3 scales per 16,
+the tensor amax operand's global scale; colwise transposed) rounds to nearest as TE's
+kernels (passes.lib.te_common.nvfp4_both_layouts); the dequantize call (a TensorWrapper
+of one scale_inv: tensor scaling) writes x · scale_inv.  Refused by name: NVFP4 2-D,
+stochastic rounding and the random Hadamard transform (their random bits / sign vector
+are not in the dump)."""
 
 from __future__ import annotations
 
@@ -38,7 +42,12 @@ def lower_quantize(op: ir.Operation) -> None:
                                "and 7 results")
     for flag in ("stochastic_rounding", "use_rht"):
         if bool(cfg.get(flag, False)):
-            raise rewrite.op_error(op, f"{flag}=true (NVFP4 only): not converted")
+            raise rewrite.op_error(op, f"{flag}=true (NVFP4 only): not converted — "
+                                   + ("its random bits are drawn in the kernel (Philox from sr_rng_state, one "
+                                      "stream per thread of TE's launch geometry), which the dump does not "
+                                      "describe" if flag == "stochastic_rounding" else
+                                      "the random Hadamard transform's sign vector and its fused colwise cast "
+                                      "are not converted") + "; NVFP4 with round-to-nearest and no RHT is")
     x, scale, amax = op.operands[:3]
     shape = builders.shape_of(x)
     axis = int(attr(op, cfg, "flatten_axis"))
@@ -48,7 +57,8 @@ def lower_quantize(op: ir.Operation) -> None:
     results = list(op.results)
     with rewrite.at(op):
         x2 = builders.convert(builders.reshape(x, [math.prod(shape[:axis]), math.prod(shape[axis:])]), f32())
-        values = quantized_results(op, x2, results[:5], int(attr(op, cfg, "scaling_mode")), scale, amax, False)
+        values = quantized_results(op, x2, results[:5], int(attr(op, cfg, "scaling_mode")), scale, amax, False,
+                                   scale_axis=axis, nvfp4=True)
         if bool(cfg.get("is_dbias", False)):
             values.append(reshape_to(builders.reduce(x2, [0], "add", 0), results[5]))
         else:
@@ -74,7 +84,7 @@ def lower_dequantize(op: ir.Operation) -> None:
     rewrite.replace(op, [value])
 
 
-@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8 rowwise) and dequantize "
+@register_pass("te-quantize", "Transformer Engine quantize (te_dbias_quantize_ffi: tensor scaling, MXFP8, NVFP4 1-D) and dequantize "
                "calls → portable casts", targets=QUANTIZE + DEQUANTIZE,
                preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_quantize(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:

@@ -26,7 +26,8 @@ REASONS: dict[str, str] = {
     "te_grouped_gemm_v2_ffi": _GROUPED,
     "te_grouped_gemm_d2h_group_sizes_ffi": _GROUPED, "te_grouped_quantize_ffi": _GROUPED,
     "te_grouped_quantize_v2_ffi": _GROUPED,
-    "te_rht_amax_ffi": "NVFP4's random-Hadamard-transform amax: NVFP4 quantization is not converted",
+    "te_rht_amax_ffi": "NVFP4's random-Hadamard-transform amax: the random Hadamard transform is not converted "
+                       "(NVFP4 quantization without it is)",
 }
 
 

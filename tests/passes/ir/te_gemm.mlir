@@ -5,8 +5,8 @@
 // compute type): each operand collapsed to 2-D at its axis boundary, the contracting
 // dimension chosen by lhs_transposed / rhs_transposed, times both inverse scales for
 // tensor-scaled fp8, plus the bias, gelu (tanh form) under fuse_gelu, converted to the
-// output type.  The workspace is dropped.  Block-scaled (MXFP8, NVFP4) and collective GEMMs
-// are refused by name.
+// output type.  The workspace is dropped.  MXFP8 and NVFP4 are converted (tested in
+// tests/passes/te); collective GEMMs and NVFP4 outside TE's TN form are refused by name.
 
 // bf16, no scaling, with a bias: lhs [4, 8] . rhs [8, 3] contracting [1] x [0] in f32, the
 // bias broadcast along the rows and added, the sum converted to bf16.
@@ -71,15 +71,15 @@ module {
 
 // -----
 
-// Refused: MXFP8 block scaling (scales pre-swizzled for cuBLAS).
+// Refused: an NVFP4 GEMM whose lhs is not rowwise (gemm.cpp requires both rowwise).
 module {
   func.func @main(%lhs: tensor<4x32xf8E4M3FN>, %lsinv: tensor<4x1xf8E8M0FNU>, %rhs: tensor<8x32xf8E4M3FN>, %rsinv: tensor<8x1xf8E8M0FNU>, %bias: tensor<0xbf16>, %alpha: tensor<1xf32>, %beta: tensor<1xf32>) -> tensor<4x8xbf16> {
-    %0:2 = stablehlo.custom_call @te_gemm_v2_ffi(%lhs, %lsinv, %rhs, %rsinv, %bias, %alpha, %beta) {api_version = 4 : i32, mhlo.backend_config = {config = {collective_op = 0 : i64, lhs_axis_boundary = 1 : i64, lhs_transposed = false, rhs_axis_boundary = 1 : i64, rhs_transposed = true, scaling_mode = 2 : i64, use_split_accumulator = false}}} : (tensor<4x32xf8E4M3FN>, tensor<4x1xf8E8M0FNU>, tensor<8x32xf8E4M3FN>, tensor<8x1xf8E8M0FNU>, tensor<0xbf16>, tensor<1xf32>, tensor<1xf32>) -> (tensor<4x8xbf16>, tensor<256xui8>)
+    %0:2 = stablehlo.custom_call @te_gemm_v2_ffi(%lhs, %lsinv, %rhs, %rsinv, %bias, %alpha, %beta) {api_version = 4 : i32, mhlo.backend_config = {config = {collective_op = 0 : i64, lhs_axis_boundary = 1 : i64, lhs_transposed = true, rhs_axis_boundary = 1 : i64, rhs_transposed = true, scaling_mode = 4 : i64, use_split_accumulator = false}}} : (tensor<4x32xf8E4M3FN>, tensor<4x1xf8E8M0FNU>, tensor<8x32xf8E4M3FN>, tensor<8x1xf8E8M0FNU>, tensor<0xbf16>, tensor<1xf32>, tensor<1xf32>) -> (tensor<4x8xbf16>, tensor<256xui8>)
     return %0#0 : tensor<4x8xbf16>
   }
 }
 // ERROR: te_gemm_v2_ffi
-// ERROR: scaling_mode MXFP8_1D_SCALING: block-scaled GEMMs receive their scales pre-swizzled for cuBLAS
+// ERROR: NVFP4 GEMM needs alpha (TE ≥ 2.9's operands) and both operands rowwise
 
 // -----
 

@@ -39,7 +39,7 @@ module {
   }
 }
 // ERROR: te_rht_amax_ffi
-// ERROR: NVFP4 quantization is not converted
+// ERROR: the random Hadamard transform is not converted
 
 // -----
 

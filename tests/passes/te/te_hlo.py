@@ -11,7 +11,8 @@ from converter.runtime.convert import convert_text
 from converter.runtime.program import program_from_module
 
 T = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(np.float32): "f32", np.dtype(np.float16): "f16",
-     np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2"}
+     np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn", np.dtype(ml_dtypes.float8_e5m2): "f8e5m2",
+     np.dtype(ml_dtypes.float4_e2m1fn): "f4e2m1fn"}
 
 
 def dims(shape) -> str:

@@ -15,6 +15,7 @@ import pytest
 from converter.runtime.convert import convert_text
 from passes import PassError
 from tests.helpers import assert_close
+from tests.passes.te.mxfp8_reference import mxfp8_reference, te_block_scale_shape
 from tests.passes.te.te_hlo import T, dims, run, sweep
 
 RNG = np.random.default_rng(29)
@@ -182,16 +183,95 @@ def test_act_lu_mxfp8_rowwise_scales_and_data():
     text = text.replace("f32[1], f32[1]) tuple(o, c, si, am)", "f8e8m0fnu[128,4], f32[1]) tuple(o, c, si, am)")
     out, _, scales, _ = run(text, [x, np.ones(1, np.float32), np.zeros(1, np.float32)])
     y = np.asarray(te_act_lu(jnp.asarray(x, jnp.float32), ACTS[4])).astype(np.float32)
-    amax = np.abs(y).reshape(4, 2, 32).max(-1)
+    # TE's kernel rounds y to the input type (bf16) before the block amax (gated_mxfp8.cuh
+    # "numerical truncation").
+    yb = y.astype(ml_dtypes.bfloat16).astype(np.float32)
+    amax = np.abs(yb).reshape(4, 2, 32).max(-1)
     val = (amax * np.float32(1 / 448.0)).astype(np.float64)
     mant, ex = np.frexp(val)
     e = np.where(mant == 0.5, ex - 1, ex) + 127
     np.testing.assert_array_equal(scales.view(np.uint8)[:4, :2].astype(np.int64), e)
-    v = y.astype(np.float64) * np.repeat(2.0 ** (127 - e), 32, axis=1)
+    factor = np.repeat(2.0 ** (127 - e), 32, axis=1)
 
     def cast(a):
+        a = a.astype(ml_dtypes.bfloat16).astype(np.float64) * factor
         return np.clip(a, -448, 448).astype(np.float32).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
 
-    clear = cast(v * (1 - 1e-5)) == cast(v * (1 + 1e-5))
+    clear = cast(y * (1 - 1e-5)) == cast(y * (1 + 1e-5))
     assert clear.mean() > 0.9
-    np.testing.assert_array_equal(out.astype(np.float32)[clear], cast(v)[clear])
+    np.testing.assert_array_equal(out.astype(np.float32)[clear], cast(y)[clear])
+
+
+def mxfp8_2x_text(kind, x_shape, out_shape, dt, enum, is_dbias=False) -> str:
+    """te_act_lu_ffi / te_dact_dbias_quantize_ffi with MXFP8 outputs in both layouts
+    (quantize_layout ROWWISE_COLWISE); the scale shapes are TE's padded ones (restated in
+    mxfp8_reference), the forward's split at −1, the backward's at −2 (before the act axis)."""
+    axis = -1 if kind == "act" else -2
+    rs, cs = te_block_scale_shape(out_shape, axis, False), te_block_scale_shape(out_shape, axis, True)
+    o, r, c = dims(out_shape), dims(rs), dims(cs)
+    results = f"f8e4m3fn[{o}], f8e4m3fn[{o}], f8e8m0fnu[{r}], f8e8m0fnu[{c}], f32[1]"
+    if kind == "act":
+        head = f"  x = {dt}[{dims(x_shape)}] parameter(0)\n  scale = f32[1] constant({{1}})\n  amax = f32[1] constant({{0}})\n"
+        call = (f"  cc = ({results}) custom-call(x, scale, amax), custom_call_target=\"te_act_lu_ffi\", "
+                f"api_version=API_VERSION_TYPED_FFI, backend_config={{act_enum = {enum} : i64, {params()}, "
+                "output_amax_when_no_scaling = false, quantize_layout = 2 : i64, scaling_mode = 2 : i64}\n")
+    else:
+        dz_shape = (*x_shape[:-2], x_shape[-1])
+        head = (f"  dz = {dt}[{dims(dz_shape)}] parameter(0)\n  x = {dt}[{dims(x_shape)}] parameter(1)\n"
+                "  scale = f32[1] constant({1})\n  amax = f32[1] constant({0})\n")
+        call = (f"  cc = ({results}, {dt}[{dims(x_shape[-2:])}], u8[64]) custom-call(dz, x, scale, amax), "
+                "custom_call_target=\"te_dact_dbias_quantize_ffi\", api_version=API_VERSION_TYPED_FFI, "
+                f"backend_config={{act_enum = {enum} : i64, {params()}, is_dbias = {str(is_dbias).lower()}, "
+                "output_amax_when_no_scaling = false, quantize_layout = 2 : i64, scaling_mode = 2 : i64}\n")
+    return (f"HloModule te_mxfp8_act\nENTRY main {{\n{head}{call}"
+            f"  q = f8e4m3fn[{o}] get-tuple-element(cc), index=0\n  cq = f8e4m3fn[{o}] get-tuple-element(cc), index=1\n"
+            f"  si = f8e8m0fnu[{r}] get-tuple-element(cc), index=2\n  ci = f8e8m0fnu[{c}] get-tuple-element(cc), index=3\n"
+            f"  ROOT t = (f8e4m3fn[{o}], f8e4m3fn[{o}], f8e8m0fnu[{r}], f8e8m0fnu[{c}]) tuple(q, cq, si, ci)\n}}\n")
+
+
+def check_mxfp8_2x(y, q, cq, si, ci, split_rows):
+    """Both layouts of MXFP8(y) against mxfp8_reference.  TE's kernels round the computed
+    activation to the input type (bf16) before the block amax (common/cast/mxfp8/
+    quantize_mxfp8.cuh, gated_mxfp8.cuh: "numerical truncation"), so the oracle does too.
+    Scales bit for bit; data exact wherever the fp8 value is not decided by the last f32
+    bit of y (the transcendental's last ulp may differ between the two programs)."""
+    m, n = y.shape
+    yb = y.astype(ml_dtypes.bfloat16).astype(np.float32)
+    for along, data, scales in ((1, q, si), (0, cq, ci)):
+        want, e = mxfp8_reference(yb, ml_dtypes.float8_e4m3fn, along)
+        view = scales.view(np.uint8).reshape(split_rows(along), -1)
+        real = view[:m, :n // 32] if along == 1 else view[:m // 32, :n]
+        np.testing.assert_array_equal(real.astype(np.int64), e)
+        lo, _ = mxfp8_reference((y * (1 - 1e-5)).astype(ml_dtypes.bfloat16).astype(np.float32),
+                                ml_dtypes.float8_e4m3fn, along)
+        hi, _ = mxfp8_reference((y * (1 + 1e-5)).astype(ml_dtypes.bfloat16).astype(np.float32),
+                                ml_dtypes.float8_e4m3fn, along)
+        clear = lo.view(np.uint8) == hi.view(np.uint8)
+        assert clear.mean() > 0.9
+        got = data.reshape(m, n).view(np.uint8)
+        np.testing.assert_array_equal(got[clear], want.view(np.uint8)[clear])
+
+
+@pytest.mark.parametrize("enum", sweep([4, 0, 9], {0, 1}))
+def test_act_lu_mxfp8_rowwise_and_colwise(enum):
+    """MXFP8 outputs in both layouts (scaling_mode 2, quantize_layout 2): rowwise blocks of 32
+    along n, colwise blocks of 32 down the rows, the colwise data not transposed."""
+    kinds = ACTS[enum]
+    shape = (2, 32, len(kinds), 64)
+    x = inputs_for(enum, shape, ml_dtypes.bfloat16)
+    q, cq, si, ci = run(mxfp8_2x_text("act", shape, (2, 32, 64), "bf16", enum),
+                        [x], "te_act.hlo")
+    y = np.asarray(te_act_lu(jnp.asarray(x, jnp.float32), kinds)).astype(np.float32).reshape(64, 64)
+    check_mxfp8_2x(y, q, cq, si, ci, lambda along: 128 if along == 1 else 4)
+
+
+def test_dact_mxfp8_rowwise_and_colwise():
+    """The backward's MXFP8 outputs in both layouts, [m, act_len·n] blocks, scales split
+    before the act axis (TE's scale shapes (128, 4, 1) and (4, 4, 32) here)."""
+    shape = (64, 2, 32)
+    x = inputs_for(4, shape, ml_dtypes.bfloat16)
+    dz = RNG.standard_normal((64, 32)).astype(ml_dtypes.bfloat16)
+    q, cq, si, ci = run(mxfp8_2x_text("dact", shape, shape, "bf16", 4), [dz, x], "te_dact.hlo")
+    _, vjp = jax.vjp(lambda a: te_act_lu(a, ACTS[4]), jnp.asarray(x, jnp.float32))
+    (want,) = vjp(jnp.asarray(dz, jnp.float32))
+    check_mxfp8_2x(np.asarray(want).reshape(64, 64), q, cq, si, ci, lambda along: 128 if along == 1 else 4)
