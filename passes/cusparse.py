@@ -75,9 +75,9 @@ def lower_sparse(op: ir.Operation) -> None:
             values = _fromdense(op, fmt, rows, cols, nnz)
         else:
             data, first, second, *rest = list(op.operands)
-            row, col = (_csr_rows(first, second, rows), first) if fmt == "csr" else (first, second)
+            row, col = (csr_rows(first, second, rows), first) if fmt == "csr" else (first, second)
             if kind == "todense":
-                values = [_scatter_add(data, [row, col], [rows, cols])]
+                values = [scatter_add(data, [row, col], [rows, cols])]
             else:
                 offset = SPARSE_MAT_BYTES + 2 * (DENSE_VEC_BYTES if kind == "matvec" else DENSE_MAT_BYTES)
                 if len(opaque) < offset + 4:
@@ -92,7 +92,7 @@ def lower_sparse(op: ir.Operation) -> None:
     rewrite.replace(op, values + [None])
 
 
-def _csr_rows(indices: ir.Value, indptr: ir.Value, rows: int) -> ir.Value:
+def csr_rows(indices: ir.Value, indptr: ir.Value, rows: int) -> ir.Value:
     """The row of each stored entry j: #{r in 0..rows : indptr[r] <= j} − 1, by a binary
     search of the (nondecreasing) indptr: rows where j is past indptr[rows] and −1 before
     indptr[0], both out of bounds, so not stored."""
@@ -134,7 +134,7 @@ def _upper_bound(sorted_values: ir.Value, queries: ir.Value) -> ir.Value:
     return lo
 
 
-def _scatter_add(updates: ir.Value, indices: list[ir.Value], bounds: list[int]) -> ir.Value:
+def scatter_add(updates: ir.Value, indices: list[ir.Value], bounds: list[int]) -> ir.Value:
     """zeros[*bounds, *tail] with updates[j] ([nnz, *tail]) added at (indices[0][j], ...);
     entries with an index out of bounds are dropped."""
     nnz, *tail = builders.shape_of(updates)
@@ -181,7 +181,7 @@ def _product(data: ir.Value, row: ir.Value, col: ir.Value, x: ir.Value, rows: in
     in_cols = builders.binary("and", builders.compare(col, builders.scalar_constant(0, s32, [nnz]), "GE", "SIGNED"),
                               builders.compare(col, builders.scalar_constant(cols, s32, [nnz]), "LT", "SIGNED"))
     out_row = builders.select(in_cols, builders.convert(row, s32), builders.scalar_constant(-1, s32, [nnz]))
-    return _scatter_add(products, [out_row], [rows])
+    return scatter_add(products, [out_row], [rows])
 
 
 def _fromdense(op: ir.Operation, fmt: str, rows: int, cols: int, nnz: int) -> list[ir.Value]:
