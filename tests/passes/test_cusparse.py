@@ -61,24 +61,26 @@ def test_gtsv2_solves_like_numpy(dtype, np_dtype):
 
 
 def csr_matvec_module(operation: int, *, use_workspace: bool = False, opaque: bytes | None = None,
-                      rows: int = 5, cols: int = 6, nnz: int = 7) -> str:
-    """jaxlib's CSR matvec call, its descriptor packed as jaxlib/gpu/sparse_kernels.h lays it out."""
-    x_size, y_size = (rows, cols) if operation == 1 else (cols, rows)
+                      rows: int = 5, cols: int = 6, nnz: int = 7, dtype: str = "f32") -> str:
+    """jaxlib's CSR matvec call, its descriptor packed as jaxlib/gpu/sparse_kernels.h lays it out
+    (cudaDataType_t: 0 f32, 4 c64)."""
+    x_size, y_size = (rows, cols) if operation else (cols, rows)
+    code = {"f32": 0, "c64": 4}[dtype]
     if opaque is None:
-        opaque = (struct.pack("=7i", 0, 2, rows, cols, nnz, 1, 0) + struct.pack("=2i", 0, x_size)
-                  + struct.pack("=2i", 0, y_size) + struct.pack("=i", operation))
+        opaque = (struct.pack("=7i", code, 2, rows, cols, nnz, 1, 0) + struct.pack("=2i", code, x_size)
+                  + struct.pack("=2i", code, y_size) + struct.pack("=i", operation))
     escaped = "".join(f"\\{b:02X}" for b in opaque)
     root = "w" if use_workspace else "y"
     return f"""HloModule csr
 ENTRY main {{
-  data = f32[{nnz}]{{0}} parameter(0)
+  data = {dtype}[{nnz}]{{0}} parameter(0)
   indices = s32[{nnz}]{{0}} parameter(1)
   indptr = s32[{rows + 1}]{{0}} parameter(2)
-  x = f32[{x_size}]{{0}} parameter(3)
-  c = (f32[{y_size}]{{0}}, s8[256]{{0}}) custom-call(data, indices, indptr, x), custom_call_target="cusparse_csr_matvec_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{opaque = "{escaped}"}}
-  y = f32[{y_size}]{{0}} get-tuple-element(c), index=0
+  x = {dtype}[{x_size}]{{0}} parameter(3)
+  c = ({dtype}[{y_size}]{{0}}, s8[256]{{0}}) custom-call(data, indices, indptr, x), custom_call_target="cusparse_csr_matvec_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{opaque = "{escaped}"}}
+  y = {dtype}[{y_size}]{{0}} get-tuple-element(c), index=0
   w = s8[256]{{0}} get-tuple-element(c), index=1
-  ROOT r = {"s8[256]{0}" if use_workspace else f"f32[{y_size}]{{0}}"} copy({root})
+  ROOT r = {"s8[256]{0}" if use_workspace else f"{dtype}[{y_size}]{{0}}"} copy({root})
 }}
 """
 
@@ -127,23 +129,6 @@ def test_csr_calls_the_rewrite_cannot_give_a_meaning_are_refused_at_their_line(m
         convert_text(module)
 
 
-def csr_matvec_c64_module(operation: int, rows: int = 5, cols: int = 6, nnz: int = 7) -> str:
-    x_size, y_size = (rows, cols) if operation else (cols, rows)
-    opaque = (struct.pack("=7i", 4, 2, rows, cols, nnz, 1, 0) + struct.pack("=2i", 4, x_size)
-              + struct.pack("=2i", 4, y_size) + struct.pack("=i", operation))
-    escaped = "".join(f"\\{b:02X}" for b in opaque)
-    return f"""HloModule csr
-ENTRY main {{
-  data = c64[{nnz}]{{0}} parameter(0)
-  indices = s32[{nnz}]{{0}} parameter(1)
-  indptr = s32[{rows + 1}]{{0}} parameter(2)
-  x = c64[{x_size}]{{0}} parameter(3)
-  c = (c64[{y_size}]{{0}}, s8[256]{{0}}) custom-call(data, indices, indptr, x), custom_call_target="cusparse_csr_matvec_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{opaque = "{escaped}"}}
-  ROOT y = c64[{y_size}]{{0}} get-tuple-element(c), index=0
-}}
-"""
-
-
 @pytest.mark.parametrize("operation", [1, 2])
 def test_complex_csr_matvec_transpose_and_conjugate_transpose(operation):
     """cuSPARSE's operation 1 is Aᵀ x, 2 is Aᴴ x (no conjugation of x): against NumPy on the
@@ -156,7 +141,7 @@ def test_complex_csr_matvec_transpose_and_conjugate_transpose(operation):
     dense = np.zeros((5, 6), np.complex128)
     np.add.at(dense, (np.repeat(np.arange(5), np.diff(indptr)), indices), data)
     op_a = dense.T if operation == 1 else dense.conj().T
-    (y,) = convert_program(csr_matvec_c64_module(operation))(data, indices, indptr, x)
+    (y,) = convert_program(csr_matvec_module(operation, dtype="c64"))(data, indices, indptr, x)
     assert_close(y, (op_a @ x).astype(np.complex64), rtol=2e-5, atol=1e-5)
 
 
