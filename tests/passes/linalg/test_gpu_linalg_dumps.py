@@ -146,7 +146,7 @@ def test_gpu_linalg_dump_matches_jax_on_cpu(version, name):
 HIP_NAMES = {"cusolver_": "hipsolver_", "cuhybrid_": "hiphybrid_", "cusparse_": "hipsparse_", "cu_": "hip_"}
 
 
-@pytest.mark.parametrize("name", ["svd_qr_wide_econ", "tridiagonal_solve", "cholesky_update",
+@pytest.mark.parametrize("name", ["svd_qr_wide_econ", "tridiagonal_solve", "cholesky_update", "syrk_f32",
                                   pytest.param("eig_f32", marks=pytest.mark.slow),
                                   pytest.param("qr_pivoting", marks=pytest.mark.slow),
                                   pytest.param("csr_matvec", marks=pytest.mark.slow)])
