@@ -129,3 +129,19 @@ ENTRY main {
 """
     with pytest.raises(Exception, match=r":4:\d+: error: .*cusolver_gesvdj_ffi.*expects 5 results \(a, s, u, v, info\), got 4"):
         convert_text(text)
+
+
+def test_complex_syrk_does_not_conjugate():
+    """cuBLAS csyrk is a·aᵀ, not herk's a·aᴴ (JAX's lowering takes real types only; the kernel
+    takes c64/c128 too): against NumPy in c128, TOLERANCES' complex64 allowance."""
+    text = SYRK.format(rows=4, cols=3, n=4, transpose="false").replace("f32[", "c64[")
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((2, 4, 3)) + 1j * rng.standard_normal((2, 4, 3))).astype(np.complex64)
+    c = (rng.standard_normal((2, 4, 4)) + 1j * rng.standard_normal((2, 4, 4))).astype(np.complex64)
+    alpha, beta = np.complex64(0.5 - 1j), np.complex64(2.0)
+    got = np.asarray(convert_program(text)(a, c, alpha, beta)[0])
+    a128 = a.astype(np.complex128)
+    want = alpha * (a128 @ np.swapaxes(a128, -1, -2)) + beta * c
+    lower = np.tril(np.ones((4, 4), bool))
+    assert_close(np.where(lower, got, 0), np.where(lower, want, 0).astype(np.complex64), rtol=2e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.where(lower, 0, got), np.where(lower, 0, c))
