@@ -9,10 +9,15 @@ column_length, kind (SUM), is_reverse. The kernel views the buffer in its physic
 column_length rows of row_length contiguous elements (vector_length = 1: the scan dimension
 is the most minor one) and writes each row's inclusive prefix sums.
 
-Refused by name: a second (init) operand — the kernel's signature takes none, so what
-the call does with it is not written anywhere; is_reverse (no source shows the reversed
-kernel's meaning); vector_length ≠ 1; a kind other than SUM; lengths that do not cover the
-operand.
+Refused by name, each a call the GPU program does not run either: a second (init)
+operand — every version of the rewriter read (XLA's scan_rewriter.cc, and the zml and
+ROCm-era forks) passes the input alone and applies a non-zero init as a plain `add` of the
+broadcast seed after the call, and the FFI handler binds one argument, d_in; is_reverse and
+vector_length ≠ 1 (the dispatch in xla/stream_executor/cuda/cub_scan_kernel_cuda_impl.cu.cc
+returns "Only forward scan is supported." / "Only vector_length = 1 is supported."); a kind
+other than SUM ("Unsupported scan operation."); an element type outside bf16, f16, f32, f64
+and the 8- to 64-bit integers ("Unsupported element type for CUB scan"); lengths that do not
+cover the operand.
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from passes.lib.walks import WalkTracker
 CUB_SCAN = "xla.gpu.ext.cub_scan"
 CUB_SCAN_UNASSIGNED = "xla.gpu.ext.cub_scan_unassigned_scratch_size"
 SUM_KINDS = (1, "1", "SUM", "kSum")  # CubScanOptions.Kind / CubScanKind: 0 invalid, 1 sum
+# the element types the handler dispatches on (cub_scan_kernel_cuda_impl.cu.cc)
+SCAN_TYPES = ("bf16", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64")
+HANDLER = "XLA's CUB scan handler (xla/stream_executor/cuda/cub_scan_kernel_cuda_impl.cu.cc)"
 
 
 @register_pass("cub-scan", "CUB inclusive-sum scan calls → reduce_window (cumulative sum)",
@@ -47,8 +55,11 @@ def _int(op: ir.Operation, cfg: dict, key: str) -> int:
 def lower_cub_scan_call(op: ir.Operation) -> None:
     operands, results = list(op.operands), list(op.results)
     if len(operands) != 1:
-        raise rewrite.op_error(op, f"a CUB scan with {len(operands)} operands: only the one-operand form (d_in) is "
-                              "supported; the kernel takes no init value, so a second operand has no written meaning")
+        raise rewrite.op_error(op, f"a CUB scan with {len(operands)} operands: XLA's scan rewriter "
+                                   "(xla/backends/gpu/transforms/scan_rewriter.cc) writes the input alone and adds a "
+                                   "non-zero init after the call, and the FFI handler binds one argument (d_in), so a "
+                                   "call with an init operand is no form XLA writes or runs; re-dump with the XLA that "
+                                   "runs the program, or give the scan as the `scan` opcode")
     x = operands[0]
     shape = builders.shape_of(x)
     if not results or ir.RankedTensorType(results[0].type).shape != shape:
@@ -56,16 +67,23 @@ def lower_cub_scan_call(op: ir.Operation) -> None:
     cfg = rewrite.backend_config(op)
     kind = cfg.get("kind")
     if kind not in SUM_KINDS:
-        raise rewrite.op_error(op, f"backend_config.kind {kind!r} is not supported (SUM is)")
+        raise rewrite.op_error(op, f"backend_config.kind {kind!r}: {HANDLER} runs SUM only (\"Unsupported scan "
+                                   f"operation.\")")
     if cfg.get("is_reverse") not in (None, False, "false", 0):
-        raise rewrite.op_error(op, "backend_config.is_reverse=true is not supported")
+        raise rewrite.op_error(op, f"backend_config.is_reverse=true: {HANDLER} fails it (\"Only forward scan is "
+                                   f"supported.\")")
+    element = str(builders.element_type_of(x))
+    if element not in SCAN_TYPES:
+        raise rewrite.op_error(op, f"element type {element}: {HANDLER} takes {', '.join(SCAN_TYPES)} "
+                                   f"(\"Unsupported element type for CUB scan\")")
     vector, row, column = (_int(op, cfg, k) for k in ("vector_length", "row_length", "column_length"))
     total = 1
     for d in shape:
         total *= d
     if vector != 1 or row * column != total:
         raise rewrite.op_error(op, f"vector_length={vector}, row_length={row}, column_length={column} do not describe "
-                              f"rows of an operand of {total} elements (vector_length must be 1)")
+                              f"rows of an operand of {total} elements (vector_length must be 1: {HANDLER} "
+                                   f"fails others)")
     rank = len(shape)
     major_to_minor = list(reversed(rewrite.dump_layout(op, "operand", 0, rank)))
     inverse = [major_to_minor.index(d) for d in range(rank)]

@@ -80,9 +80,17 @@ def lower_cudnn_conv_call(op: ir.Operation) -> None:
         raise rewrite.op_error(op, "has no dim_labels")
     text = ir.StringAttr(op.attributes["hlo.dim_labels"]).value
     if "?" in text:
-        # cudnn_vectorize_convolutions.cc's int8x32 form: a vector dim split off the features,
-        # the filter possibly in cuDNN's reordered order (reordered_int8_nchw_vect).
-        raise rewrite.op_error(op, f"an int8 vectorized convolution (dim_labels={text}) is not supported")
+        # XLA's cudnn_vectorize_convolutions.cc vectorizes only int8 → int8 convolutions (a vector
+        # dim split off the features, the filter possibly in cuDNN's reordered order): the s8
+        # result is cuDNN's conversion of its s32/f32 accumulator, whose rounding and saturation
+        # cuDNN does not document (cudnn-frontend's errata even lists int8x32 engine numerics).
+        result_element = ir.RankedTensorType(op.results[0].type).element_type
+        raise rewrite.op_error(op, f"an int8 vectorized convolution (dim_labels={text}, {result_element} result) is "
+                                   "not supported: XLA vectorizes only int8 → int8 cuDNN convolutions "
+                                   "(cudnn_vectorize_convolutions.cc), and cuDNN does not document how it rounds and "
+                                   "saturates the accumulator to int8, so no portable meaning can be given; make the "
+                                   "convolution's result s32 or f32 (convert after it in the program), which XLA does "
+                                   "not vectorize, and re-dump")
     labels = conv_dim_labels(text)
     rank = len(labels.input_spatial)
     window = list(_window(op, rank).dims)

@@ -32,7 +32,9 @@ from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
 
 NORM = "__cudnn$norm"
-KINDS = ("LAYER_FWD_INFER", "LAYER_FWD_TRAIN", "LAYER_BWD")  # CudnnNormBackendConfig.Kind, numbered 0, 1, 2
+# CudnnNormBackendConfig.Kind in XLA's xla/service/gpu/backend_configs.proto: LAYER_FWD_INFER = 0,
+# LAYER_FWD_TRAIN = 1, LAYER_BWD = 2 (a JSON backend_config may print the number)
+KINDS = ("LAYER_FWD_INFER", "LAYER_FWD_TRAIN", "LAYER_BWD")
 
 
 @register_pass("cudnn-norm", "cuDNN layer norm custom-calls (forward inference/training, backward) → plain ops",

@@ -9,6 +9,11 @@ Forms written by jaxlib/gpu_rnn.py (`_rnn_fwd_lowering`, `_rnn_bwd_lowering`; hi
 The sizes are in `opaque`, jaxlib/gpu/rnn_kernels.h's RnnDescriptor (native layout, the same in
 jaxlib 0.10.2 and 0.12): int input_size, hidden_size, num_layers, batch_size, max_seq_length;
 float dropout; int bidirectional, cudnn_allow_tf32; size_t workspace_size, reserve_space_size.
+Before February 2025 jaxlib wrote the same operands and results as the legacy calls `cudnn_rnn` /
+`cudnn_rnn_bwd` (api_version 2, the descriptor as the raw backend_config string; jax commit
+"Update RNN kernels to use FFI"), with earlier descriptor layouts, told apart by length: 40
+bytes (int workspace/reserve sizes, until March 2025), 36 bytes (bool bidirectional at byte 24,
+then a bool cudnn_allow_tf32 or padding, int sizes; before September 2023).
 
 The meaning is jax.experimental.rnn's `lstm_ref` (jax/experimental/rnn.py): cuDNN's LSTM with
 double bias, gates i, f, g, o in that order; the flat weights hold, per pseudo-layer (layer l,
@@ -32,7 +37,11 @@ operands to TF32; this is the f32 math of lstm_ref).  Refused, by name at the ca
 dropout other than 0 (cuDNN's mask comes from its own generator state), element types other than
 f32 (cuDNN is set to CUDNN_DATA_FLOAT), shapes that disagree with the descriptor, and a forward
 whose workspace or reserve space is read by anything but a backward call (their bytes are
-cuDNN's).  seq_lengths must be in 1..T, as cuDNN requires; the rewrite does not check values.
+cuDNN's).  seq_lengths are checked at run time: cuDNN's cudnnSetRNNDataDescriptor bounds each
+length by maxSeqLength (T) and rejects the call otherwise, so the GPU program stops; portable
+StableHLO cannot stop, so where any length is outside 0..T every float result is NaN.  A length
+of 0 is a row with no steps: its state stays h_0, c_0 and y is 0 (lstm_ref gives no meaning to
+it: it takes the carry at index −1; whether cuDNN accepts 0 is not established here).
 """
 
 from __future__ import annotations
@@ -49,10 +58,14 @@ from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
 
-FORWARD = ("cudnn_rnn_ffi", "hipdnn_rnn_ffi")
-BACKWARD = ("cudnn_rnn_bwd_ffi", "hipdnn_rnn_bwd_ffi")
+FORWARD = ("cudnn_rnn_ffi", "hipdnn_rnn_ffi", "cudnn_rnn", "hipdnn_rnn")
+BACKWARD = ("cudnn_rnn_bwd_ffi", "hipdnn_rnn_bwd_ffi", "cudnn_rnn_bwd", "hipdnn_rnn_bwd")
 TARGETS = FORWARD + BACKWARD
 DESCRIPTOR = struct.Struct("=5if2i2Q")  # RnnDescriptor: 8 four-byte fields, 2 size_t (48 bytes, no padding)
+# The layouts of older jaxlibs' RnnDescriptor (jaxlib/gpu/rnn_kernels.h in jax's history), by length
+# (the field order is the same; tf32 and the sizes are not read): the input size, hidden, layers,
+# batch, max_seq_length, dropout and bidirectional.
+LEGACY_DESCRIPTORS = {40: struct.Struct("=5if2i2i"), 36: struct.Struct("=5if?3x2i")}
 
 
 @dataclass(frozen=True)
@@ -99,12 +112,26 @@ def lower_cudnn_rnn(module: ir.Module, options: PassOptions, walks: WalkTracker)
         lower_forward(op)
 
 
+def _opaque(op: ir.Operation) -> bytes:
+    """The descriptor: `opaque` of a typed-FFI call, or the whole backend_config string of a
+    legacy (api_version 2) call."""
+    if not rewrite.call_target(op).endswith("_ffi"):
+        attr = op.attributes["backend_config"] if "backend_config" in op.attributes else None
+        if attr is None or not isinstance(attr, ir.StringAttr):
+            raise rewrite.op_error(op, "a legacy cuDNN LSTM call without its descriptor as the backend_config string")
+        return ir.StringAttr(attr).value_bytes
+    return opaque_bytes(op)
+
+
 def _descriptor(op: ir.Operation) -> Lstm:
-    opaque = opaque_bytes(op)
-    if len(opaque) != DESCRIPTOR.size:
+    opaque = _opaque(op)
+    legacy = not rewrite.call_target(op).endswith("_ffi")
+    layouts = {DESCRIPTOR.size: DESCRIPTOR, **(LEGACY_DESCRIPTORS if legacy else {})}
+    if len(opaque) not in layouts:
+        sizes = " or ".join(str(n) for n in sorted(layouts, reverse=True))
         raise rewrite.op_error(op, f"the opaque RnnDescriptor has {len(opaque)} bytes; jaxlib's "
-                                   f"(jaxlib/gpu/rnn_kernels.h) has {DESCRIPTOR.size}")
-    input_size, hidden, layers, batch, seq, dropout, bidirectional, _tf32, _ws, _rs = DESCRIPTOR.unpack(opaque)
+                                   f"(jaxlib/gpu/rnn_kernels.h) has {sizes}")
+    input_size, hidden, layers, batch, seq, dropout, bidirectional = layouts[len(opaque)].unpack(opaque)[:7]
     miopen = rewrite.call_target(op).startswith("hip")
     lstm = Lstm(input_size, hidden, layers, batch, seq, dropout, bool(bidirectional), miopen)
     if min(input_size, hidden, layers, batch, seq) <= 0:
@@ -297,7 +324,23 @@ def lower_forward(op: ir.Operation) -> None:
         runs, inputs = _forward(lstm, x, h0, c0, w, lengths, keep=False)
         y = b.transpose(inputs[-1], [1, 0, 2])
         values = [y, _stack_states([r.h_n for r in runs], lstm), _stack_states([r.c_n for r in runs], lstm)]
+        values = _nan_where_lengths_out_of_range(values, lengths, lstm.seq)
     rewrite.replace(op, values + [None, None])
+
+
+def _nan_where_lengths_out_of_range(values: list[ir.Value], lengths: ir.Value, seq: int) -> list[ir.Value]:
+    """Every value NaN where some seq_lengths[b] is outside 0..seq (cuDNN rejects the call)."""
+    s32 = ir.IntegerType.get_signless(32)
+    (batch,) = b.shape_of(lengths)
+    outside = b.binary("or", b.compare(lengths, b.scalar_constant(0, s32, [batch]), "LT", "SIGNED"),
+                       b.compare(lengths, b.scalar_constant(seq, s32, [batch]), "GT", "SIGNED"))
+    any_outside = b.reduce(outside, [0], "or", 0)
+    out = []
+    for v in values:
+        shape = b.shape_of(v)
+        nan = b.scalar_constant(float("nan"), b.element_type_of(v), shape)
+        out.append(b.select(b.broadcast_in_dim(any_outside, shape, []), nan, v))
+    return out
 
 
 def _backprop_direction(run: Direction, inp: ir.Value, dys: ir.Value, lengths: ir.Value, dh_n: ir.Value,
@@ -382,4 +425,5 @@ def lower_backward(op: ir.Operation) -> None:
         flat += [bias for _, _, d_bias in dws for bias in (d_bias, d_bias)]
         dw = b.binary("add", zeroed_dw, b.concatenate(flat, 0))  # cuDNN adds into the aliased operand
         values = [dx, _stack_states(dh0s, lstm), _stack_states(dc0s, lstm), dw]
+        values = _nan_where_lengths_out_of_range(values, lengths, lstm.seq)
     rewrite.replace(op, values + [None])

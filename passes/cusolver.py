@@ -33,6 +33,23 @@ jaxlib/gpu/solver_kernels_ffi.cc, hybrid_kernels.cc and linalg_kernels.cu.cc):
 - `cu_tridiagonal_solve_perturbed` (dl, d, du, b) → x: jaxlib's CPU kernel of the same
   algorithm (jaxlib/tridiagonal_solve_perturbed.h), `tridiagonal_solve_perturbed_ffi`.
 - `cu_cholesky_update_ffi` (r, w) → (r, w): Givens rotations in plain ops (below).
+- `cusolver_syrk_ffi` (a, c, alpha, beta) {transpose} → c' (lax.linalg.symmetric_product,
+  hip: `hipsolver_syrk_ffi`): the kernel copies c into c' and calls cuBLAS syrk on each
+  batch element with the upper triangle of the column-major C, which is the lower
+  triangle (diagonal included) of the row-major matrix: there
+  c'[i,j] = alpha·(a aᵀ)[i,j] + beta·c[i,j] (transpose: aᵀa; no conjugation for complex,
+  syrk is not herk); the strictly upper triangle keeps c.  cuBLAS does not read C where
+  beta = 0 (its documentation of syrk), so there c's values (NaN included) do not enter.
+- `cusolver_csrlsvqr_ffi` (data, indices, indptr, b) {reorder, tol} → x
+  (jax.experimental.sparse.linalg.spsolve; CUDA only): cuSOLVER's sparse QR solve of the n×n
+  CSR system A x = b.  The rewrite densifies A (entries stored twice are summed, as in
+  the cusparse pass's todense) and solves it by jaxlib's CPU LAPACK QR (geqrf, then ormqr
+  for Qᴴb and a triangular solve by R).  The kernel fails the GPU program ("Singular matrix
+  in linear solve.") where cuSOLVER reports a singular R, i.e. |R(j,j)| ≤ tol for some j;
+  portable StableHLO cannot stop, so there x is NaN.  `reorder` (a fill-reducing
+  permutation of A) changes only round-off; with reorder ≠ 0 cuSOLVER's R is that of the
+  permuted matrix, so for a matrix within round-off of the tolerance the two may decide
+  differently (the test of the criterion here is R's diagonal of A itself).
 The result that holds the overwritten input (cuSOLVER's workspace) has no meaning; it must
 be unused (JAX never reads it).  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
 
@@ -50,6 +67,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
+from passes.cusparse import csr_rows, scatter_add
 from passes.lib import rewrite
 from passes.lib.lapack import jaxlib_cpu_call, lapack_char, lapack_letter, pivots_to_permutation
 from passes.lib.facts import Fact
@@ -65,6 +83,9 @@ LAPACK_EQUIVALENT = {
     "orgqr_ffi": ("orgqr", "ungqr"), "syevd_ffi": ("syevd", "heevd"), "gesvdj_ffi": ("gesdd", "gesdd"),
     "gesvdp_ffi": ("gesdd", "gesdd"),
 }
+# LAPACK routine → the results of the GPU call it replaces (jaxlib's solver_kernels_ffi.cc)
+LAPACK_RESULTS = {"getrf": "(lu, pivots, info)", "geqrf": "(a, tau)", "orgqr": "(q)", "ungqr": "(q)",
+                  "syevd": "(v, w, info)", "heevd": "(v, w, info)", "gesdd": "(a, s, u, v, info)"}
 LAPACK_TARGETS = tuple(f"{prefix}_{suffix}" for suffix in LAPACK_EQUIVALENT for prefix in (
     ("cublas", "hipblas") if "batched" in suffix else ("cusolver", "hipsolver")))
 GEEV_TARGETS = ("cusolver_geev_ffi", "hipsolver_geev_ffi")
@@ -75,13 +96,16 @@ ORMQR_TARGETS = ("cusolver_ormqr_ffi", "hipsolver_ormqr_ffi")
 GEQP3_TARGETS = ("cuhybrid_geqp3", "hiphybrid_geqp3")
 PERTURBED_TARGETS = ("cu_tridiagonal_solve_perturbed", "hip_tridiagonal_solve_perturbed")
 CHOLESKY_UPDATE_TARGETS = ("cu_cholesky_update_ffi", "hip_cholesky_update_ffi")
+SYRK_TARGETS = ("cusolver_syrk_ffi", "hipsolver_syrk_ffi")
+CSRLSVQR_TARGETS = ("cusolver_csrlsvqr_ffi",)
 
 
 @register_pass("cusolver", "jaxlib's GPU linear algebra: Cholesky, its update and LU pivots → loops in plain ops; "
-                           "LU/QR/eig/eigh/SVD/tridiagonal/ormqr/pivoted QR → jaxlib's CPU LAPACK calls",
+                           "LU/QR/eig/eigh/SVD/tridiagonal/ormqr/pivoted QR/sparse QR solve → jaxlib's CPU LAPACK calls; "
+                           "syrk → a dot into the lower triangle",
                targets=POTRF_TARGETS + PIVOTS_TARGETS + LAPACK_TARGETS + GEEV_TARGETS + HYBRID_EIG_TARGETS
                + GESVD_TARGETS + SYTRD_TARGETS + ORMQR_TARGETS + GEQP3_TARGETS + PERTURBED_TARGETS
-               + CHOLESKY_UPDATE_TARGETS, preserves={Fact.USES})
+               + CHOLESKY_UPDATE_TARGETS + SYRK_TARGETS + CSRLSVQR_TARGETS, preserves={Fact.USES})
 def lower_cusolver(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     for op in walks.custom_calls(POTRF_TARGETS):
         lower_potrf(op)
@@ -92,7 +116,8 @@ def lower_cusolver(module: ir.Module, options: PassOptions, walks: WalkTracker) 
     for targets, lower in ((GEEV_TARGETS, lower_geev), (HYBRID_EIG_TARGETS, lower_hybrid_eig),
                            (GESVD_TARGETS, lower_gesvd), (SYTRD_TARGETS, lower_sytrd), (ORMQR_TARGETS, lower_ormqr),
                            (GEQP3_TARGETS, lower_geqp3), (PERTURBED_TARGETS, lower_tridiagonal_solve_perturbed),
-                           (CHOLESKY_UPDATE_TARGETS, lower_cholesky_update)):
+                           (CHOLESKY_UPDATE_TARGETS, lower_cholesky_update), (SYRK_TARGETS, lower_syrk),
+                           (CSRLSVQR_TARGETS, lower_csrlsvqr)):
         for op in walks.custom_calls(targets):
             lower(op)
 
@@ -260,11 +285,99 @@ def lower_cholesky_update(op: ir.Operation) -> None:
     rewrite.replace(op, [r_out, w_out])
 
 
+def _scalar_operand(op: ir.Operation, x: ir.Value, name: str) -> ir.Value:
+    shape = builders.shape_of(x)
+    if any(d != 1 for d in shape):
+        raise rewrite.op_error(op, f"its {name} operand must be a scalar, got {x.type}")
+    return builders.reshape(x, [])
+
+
+def lower_syrk(op: ir.Operation) -> None:
+    """c' = c with its lower triangle (row-major, diagonal included) alpha·a·aᵀ + beta·c
+    (aᵀ·a with `transpose`); beta = 0 does not read c there."""
+    if len(op.operands) != 4 or len(op.results) != 1:
+        raise rewrite.op_error(op, f"expects operands (a, c, alpha, beta) and one result, got "
+                               f"{len(op.operands)} operands and {len(op.results)} results")
+    a, c, alpha, beta = list(op.operands)
+    lapack_letter(op, a)  # cuBLAS syrk's types: f32, f64, c64, c128
+    transpose = _bool_config(op, "transpose")
+    *batch, rows, cols = builders.shape_of(a)
+    size = cols if transpose else rows
+    element = builders.element_type_of(a)
+    if builders.shape_of(c) != [*batch, size, size] or list(builders.shape_of(op.results[0])) != [*batch, size, size]:
+        raise rewrite.op_error(op, f"expects c and the result of shape {[*batch, size, size]} for a of type {a.type}, "
+                               f"got {c.type} and {op.results[0].type}")
+    nb = len(batch)
+    full = [*batch, size, size]
+    with rewrite.at(op):
+        alpha_s, beta_s = _scalar_operand(op, alpha, "alpha"), _scalar_operand(op, beta, "beta")
+        free = nb + (0 if transpose else 1)  # the contracted dimension of a
+        product = builders.dot_general(a, a, element, list(range(nb)), list(range(nb)), [free], [free])
+        scaled = builders.binary("multiply", builders.broadcast_in_dim(alpha_s, full, []), product)
+        beta_zero = builders.compare(beta_s, builders.scalar_constant(0, element), "EQ")
+        beta_c = builders.select(builders.broadcast_in_dim(beta_zero, full, []), builders.scalar_constant(0, element, full),
+                                 builders.binary("multiply", builders.broadcast_in_dim(beta_s, full, []), c))
+        s32 = ir.IntegerType.get_signless(32)
+        lower = builders.compare(builders.iota(s32, full, nb), builders.iota(s32, full, nb + 1), "GE", "SIGNED")
+        out = builders.select(lower, builders.binary("add", scaled, beta_c), c)
+    rewrite.replace(op, [out])
+
+
+def lower_csrlsvqr(op: ir.Operation) -> None:
+    """x of A x = b for the CSR matrix A (n×n): dense A, LAPACK QR, Qᴴb, R⁻¹; NaN where
+    some |R(j,j)| ≤ tol (where the GPU program stops)."""
+    if len(op.operands) != 4 or len(op.results) != 1:
+        raise rewrite.op_error(op, f"expects operands (data, indices, indptr, b) and one result, got "
+                               f"{len(op.operands)} operands and {len(op.results)} results")
+    data, indices, indptr, b = list(op.operands)
+    letter = lapack_letter(op, b)
+    shapes = [builders.shape_of(v) for v in (data, indices, indptr, b)]
+    if any(len(s) != 1 for s in shapes) or shapes[0] != shapes[1] or shapes[2] != [shapes[3][0] + 1] or \
+            builders.element_type_of(data) != builders.element_type_of(b):
+        raise rewrite.op_error(op, f"expects data[nnz], indices[nnz], indptr[n+1] and b[n] of one element type, got "
+                               f"{', '.join(str(v.type) for v in (data, indices, indptr, b))}")
+    config = rewrite.backend_config(op)
+    if "tol" not in config:
+        raise rewrite.op_error(op, "backend_config has no 'tol'")
+    tol = float(config["tol"])
+    (n,) = shapes[3]
+    element = builders.element_type_of(b)
+    is_complex = letter in "cz"
+    real_t = ir.ComplexType(element).element_type if is_complex else element
+    s32 = ir.IntegerType.get_signless(32)
+    with rewrite.at(op):
+        rows = csr_rows(indices, indptr, n)
+        a = scatter_add(data, [rows, indices], [n, n])
+        a_t = ir.RankedTensorType.get([n, n], element)
+        tau_t = ir.RankedTensorType.get([n], element)
+        qr, tau = jaxlib_cpu_call(f"lapack_{letter}geqrf_ffi", [a], [a_t, tau_t], aliases={0: 0})
+        column = builders.reshape(b, [n, 1])
+        (qh_b,) = jaxlib_cpu_call(f"lapack_{letter}{'unmqr' if is_complex else 'ormqr'}_ffi", [qr, tau, column],
+                                  [column.type], {"left": ir.BoolAttr.get(True), "transpose": ir.BoolAttr.get(True)},
+                                  aliases={0: 2})
+        x = builders.reshape(builders.triangular_solve(qr, qh_b, left_side=True, lower=False), [n])
+        diagonal = builders.gather(qr, builders.concatenate([builders.reshape(builders.iota(s32, [n], 0), [n, 1])] * 2, 1),
+                                   [n], offset_dims=[], collapsed_slice_dims=[0, 1], start_index_map=[0, 1],
+                                   index_vector_dim=1, slice_sizes=[1, 1])
+        magnitude = builders.op1("stablehlo.abs", ir.RankedTensorType.get([n], real_t), [diagonal])
+        # not (|R(j,j)| > tol) for some j: a NaN on R's diagonal counts as singular too
+        small = builders.unary("not", builders.compare(magnitude, builders.scalar_constant(tol, real_t, [n]), "GT",
+                                                       "FLOAT"))
+        singular = builders.reduce(small, [0], "or", 0) if n else builders.scalar_constant(False, ir.IntegerType.get_signless(1))
+        nan = builders.scalar_constant(float("nan"), real_t, [n])
+        nan = builders.op1("stablehlo.complex", x.type, [nan, nan]) if is_complex else nan
+        x = builders.select(builders.broadcast_in_dim(singular, [n], []), nan, x)
+    rewrite.replace(op, [x])
+
+
 def retarget_to_lapack(op: ir.Operation) -> None:
     target = rewrite.call_target(op)
     suffix = target.split("_", 1)[1]
     letter = lapack_letter(op, op.operands[0])
     routine = LAPACK_EQUIVALENT[suffix][letter in "cz"]
+    expected = LAPACK_RESULTS[routine]
+    if len(op.results) != expected.count(",") + 1:
+        raise rewrite.op_error(op, f"expects {expected.count(',') + 1} results {expected}, got {len(op.results)}")
     config = rewrite.backend_config(op)
     attrs = {name: op.attributes[name] for name in op.attributes}
     attrs["call_target_name"] = ir.StringAttr.get(f"lapack_{letter}{routine}_ffi")

@@ -13,8 +13,11 @@ matmat}_ffi`, hip: `hipsparse_*`) carry their meaning partly in `opaque`, the de
 jaxlib packs (jaxlib/gpu/sparse_kernels.h; native 4-byte ints): SparseMatDescriptor (value
 type, index type, rows, cols, nnz, batch count, batch stride), then for matvec two
 DenseVecDescriptors (type, size) and the cuSPARSE operation (0: A, 1: Aᵀ), for matmat two
-DenseMatDescriptors (type, rows, cols, batch count, batch stride) and the operation.  The
-last result is cuSPARSE's workspace (must be unused).  In plain StableHLO:
+DenseMatDescriptors (type, rows, cols, batch count, batch stride) and the operation
+(jaxlib writes 0 or 1; 2, Aᴴ, is Aᵀ of the conjugated entries).  Only the COO matmat sets a
+strided batch (jaxlib/gpu/sparse_kernels.cc): entries, B and C packed back to back per batch,
+or one B for all (`_batched_coo_product`).  The last result is cuSPARSE's workspace (must be
+unused).  In plain StableHLO:
 - todense: a scatter-add of data at (row, col) into zeros (entries stored twice are summed;
   CSR rows from indptr by binary search: entry j is in row r where indptr[r] <= j <
   indptr[r+1]; entries outside [indptr[0], indptr[rows]) or out of bounds are not stored);
@@ -65,8 +68,10 @@ def lower_sparse(op: ir.Operation) -> None:
     if len(opaque) < SPARSE_MAT_BYTES:
         raise rewrite.op_error(op, f"descriptor of {len(opaque)} bytes, expected at least {SPARSE_MAT_BYTES}")
     _, _, rows, cols, nnz, batch_count, _ = struct.unpack_from("=7i", opaque)
-    if batch_count != 1:
-        raise rewrite.op_error(op, f"batched cuSPARSE calls (batch count {batch_count}) are not supported")
+    if batch_count != 1 and (fmt, kind) != ("coo", "matmat"):
+        # jaxlib's kernels set a strided batch only on the COO matmat (jaxlib/gpu/sparse_kernels.cc)
+        raise rewrite.op_error(op, f"batched cuSPARSE calls (batch count {batch_count}) are not supported: jaxlib "
+                                   f"batches only the COO matmat")
     results = list(op.results)
     if rewrite.has_uses(results[-1]):
         raise rewrite.op_error(op, "its workspace result (the last) is used")
@@ -75,24 +80,96 @@ def lower_sparse(op: ir.Operation) -> None:
             values = _fromdense(op, fmt, rows, cols, nnz)
         else:
             data, first, second, *rest = list(op.operands)
-            row, col = (_csr_rows(first, second, rows), first) if fmt == "csr" else (first, second)
+            row, col = (csr_rows(first, second, rows), first) if fmt == "csr" else (first, second)
             if kind == "todense":
-                values = [_scatter_add(data, [row, col], [rows, cols])]
+                values = [scatter_add(data, [row, col], [rows, cols])]
             else:
                 offset = SPARSE_MAT_BYTES + 2 * (DENSE_VEC_BYTES if kind == "matvec" else DENSE_MAT_BYTES)
                 if len(opaque) < offset + 4:
                     raise rewrite.op_error(op, f"descriptor of {len(opaque)} bytes, expected {offset + 4}")
                 (operation,) = struct.unpack_from("=i", opaque, offset)
-                if operation not in (0, 1):
-                    raise rewrite.op_error(op, f"cuSPARSE operation {operation} (conjugate transpose) is not supported")
+                if operation not in (0, 1, 2):
+                    raise rewrite.op_error(op, f"cuSPARSE operation {operation} is none of 0 (A), 1 (Aᵀ), 2 (Aᴴ)")
                 (x,) = rest
-                if operation == 1:  # Aᵀ: the stored entry (r, c) is (c, r)
-                    row, col, rows, cols = col, row, cols, rows
-                values = [_product(data, row, col, x, rows, cols)]
+                if operation == 2 and isinstance(builders.element_type_of(data), ir.ComplexType):
+                    data = builders.conj(data)  # Aᴴ: Aᵀ of the conjugated entries
+                if batch_count != 1:
+                    values = [_batched_coo_product(op, opaque, data, row, col, x, rows, cols, nnz, batch_count,
+                                                   transposed=operation != 0)]
+                else:
+                    if operation != 0:  # Aᵀ: the stored entry (r, c) is (c, r)
+                        row, col, rows, cols = col, row, cols, rows
+                    values = [_product(data, row, col, x, rows, cols)]
     rewrite.replace(op, values + [None])
 
 
-def _csr_rows(indices: ir.Value, indptr: ir.Value, rows: int) -> ir.Value:
+def _batched_coo_product(op: ir.Operation, opaque: bytes, data: ir.Value, row: ir.Value, col: ir.Value, x: ir.Value,
+                         rows: int, cols: int, nnz: int, batch: int, transposed: bool) -> ir.Value:
+    """cuSPARSE's strided-batch COO SpMM as jaxlib sets it up (cusparseCooSetStridedBatch and
+    cusparseDnMatSetStridedBatch, jaxlib/gpu/sparse_kernels.cc; row-major B and C): batch i
+    takes entries [i·stride_A, i·stride_A + nnz) of data/row/col (indices local to its
+    rows×cols matrix), B at element offset i·stride_B and writes C at i·stride_C.  The form
+    jax.experimental.sparse's lowering packs (stride_A = nnz, B and C packed back to back)
+    and a B shared by all batches (stride_B = 0) become one product over the block-diagonal
+    matrix: entry j of batch i at (row + i·rows, col + i·cols); other strides are refused."""
+    mat = SPARSE_MAT_BYTES
+    _, _, a_stride = struct.unpack_from("=7i", opaque)[4:]
+    _, b_rows, b_cols, b_batch, b_stride = struct.unpack_from("=5i", opaque, mat)
+    _, c_rows, c_cols, c_batch, c_stride = struct.unpack_from("=5i", opaque, mat + DENSE_MAT_BYTES)
+    out_rows, in_rows = (cols, rows) if transposed else (rows, cols)
+    packed = (a_stride == nnz and b_batch == batch and c_batch == batch and b_stride in (b_rows * b_cols, 0)
+              and c_stride == c_rows * c_cols and (b_rows, c_rows, c_cols) == (in_rows, out_rows, b_cols))
+    if not packed:
+        raise rewrite.op_error(op, f"batched COO matmat with strides A {a_stride}, B {b_stride}, C {c_stride} and "
+                                   f"batch counts {batch}/{b_batch}/{c_batch} for {rows}x{cols} A, {b_rows}x{b_cols} B, "
+                                   f"{c_rows}x{c_cols} C: only entries, B (or one shared B) and C packed back to back "
+                                   f"are supported")
+    total = batch * nnz
+    x_size = (batch if b_stride else 1) * b_rows * b_cols
+    result_size = 1
+    for d in builders.shape_of(op.results[0]):
+        result_size *= d
+    sizes = [builders.shape_of(v) for v in (data, row, col)]
+    if any(s != [total] for s in sizes) or _size(x) != x_size or result_size != batch * c_rows * c_cols:
+        raise rewrite.op_error(op, f"batch {batch} of {nnz} entries, B {b_rows}x{b_cols}, C {c_rows}x{c_cols}: "
+                                   f"operands {[str(v.type) for v in (data, row, col, x)]} and result "
+                                   f"{op.results[0].type} do not hold them")
+    s32 = ir.IntegerType.get_signless(32)
+    which = builders.binary("divide", builders.iota(s32, [total], 0), builders.scalar_constant(nnz, s32, [total]))
+    row, col = builders.convert(row, s32), builders.convert(col, s32)
+    if transposed:
+        row, col, rows, cols = col, row, cols, rows
+
+    def placed(index: ir.Value, bound: int) -> ir.Value:
+        """index + batch·bound, or −1 (dropped) where index is outside [0, bound)."""
+        inside = builders.binary("and", builders.compare(index, builders.scalar_constant(0, s32, [total]), "GE", "SIGNED"),
+                                 builders.compare(index, builders.scalar_constant(bound, s32, [total]), "LT", "SIGNED"))
+        shifted = builders.binary("add", index, builders.binary("multiply", which, builders.scalar_constant(bound, s32, [total])))
+        return builders.select(inside, shifted, builders.scalar_constant(-1, s32, [total]))
+
+    out_row = placed(row, rows)
+    if b_stride:
+        in_col = placed(col, cols)
+        x2 = builders.reshape(x, [batch * b_rows, b_cols])
+        in_cols = batch * cols
+    else:  # one B for every batch: columns stay local
+        inside = builders.binary("and", builders.compare(col, builders.scalar_constant(0, s32, [total]), "GE", "SIGNED"),
+                                 builders.compare(col, builders.scalar_constant(cols, s32, [total]), "LT", "SIGNED"))
+        in_col = builders.select(inside, col, builders.scalar_constant(-1, s32, [total]))
+        x2 = builders.reshape(x, [b_rows, b_cols])
+        in_cols = cols
+    product = _product(data, out_row, in_col, x2, batch * rows, in_cols)
+    return builders.reshape(product, builders.shape_of(op.results[0]))
+
+
+def _size(x: ir.Value) -> int:
+    n = 1
+    for d in builders.shape_of(x):
+        n *= d
+    return n
+
+
+def csr_rows(indices: ir.Value, indptr: ir.Value, rows: int) -> ir.Value:
     """The row of each stored entry j: #{r in 0..rows : indptr[r] <= j} − 1, by a binary
     search of the (nondecreasing) indptr: rows where j is past indptr[rows] and −1 before
     indptr[0], both out of bounds, so not stored."""
@@ -134,7 +211,7 @@ def _upper_bound(sorted_values: ir.Value, queries: ir.Value) -> ir.Value:
     return lo
 
 
-def _scatter_add(updates: ir.Value, indices: list[ir.Value], bounds: list[int]) -> ir.Value:
+def scatter_add(updates: ir.Value, indices: list[ir.Value], bounds: list[int]) -> ir.Value:
     """zeros[*bounds, *tail] with updates[j] ([nnz, *tail]) added at (indices[0][j], ...);
     entries with an index out of bounds are dropped."""
     nnz, *tail = builders.shape_of(updates)
@@ -181,7 +258,7 @@ def _product(data: ir.Value, row: ir.Value, col: ir.Value, x: ir.Value, rows: in
     in_cols = builders.binary("and", builders.compare(col, builders.scalar_constant(0, s32, [nnz]), "GE", "SIGNED"),
                               builders.compare(col, builders.scalar_constant(cols, s32, [nnz]), "LT", "SIGNED"))
     out_row = builders.select(in_cols, builders.convert(row, s32), builders.scalar_constant(-1, s32, [nnz]))
-    return _scatter_add(products, [out_row], [rows])
+    return scatter_add(products, [out_row], [rows])
 
 
 def _fromdense(op: ir.Operation, fmt: str, rows: int, cols: int, nnz: int) -> list[ir.Value]:

@@ -57,10 +57,12 @@ def test_column_major_layout_scans_the_physically_minor_dimension():
     assert_close(out, np.cumsum(x, axis=0, dtype=np.float32), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"reverse": True}, "is_reverse=true"),
-    ({"operands": 2}, "2 operands"),
+@pytest.mark.parametrize("dtype,kwargs,message", [
+    ("f32", {"reverse": True}, r"is_reverse=true: .*cub_scan_kernel_cuda_impl.*Only forward scan is supported"),
+    ("f32", {"operands": 2}, r"2 operands: XLA's scan rewriter .*writes the input alone.*binds one argument"),
+    ("c64", {}, r"element type complex<f32>: .*Unsupported element type for CUB scan"),
 ])
-def test_unsupported_forms_are_located_errors(kwargs, message):
+def test_calls_the_gpu_does_not_run_are_located_errors(dtype, kwargs, message):
+    """Each form the GPU program would not run either is refused with the reason XLA gives."""
     with pytest.raises(ConverterError, match=r"<test>:\d+:\d+: .*" + message):
-        convert_program(module("f32", (8,), "0", 8, 1, **kwargs))
+        convert_program(module(dtype, (8,), "0", 8, 1, **kwargs))

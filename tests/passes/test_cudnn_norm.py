@@ -224,3 +224,20 @@ def test_unknown_kind_is_a_located_error():
     text = fused_forward("f32", (6, 8), 1).replace('"kind":"LAYER_FWD_TRAIN"', '"kind":"RMS_FWD"')
     with pytest.raises(ConverterError, match=r"<test>:\d+:\d+: .*kind RMS_FWD"):
         convert_program(text)
+
+
+@pytest.mark.parametrize("number, name", [(0, "LAYER_FWD_INFER"), (1, "LAYER_FWD_TRAIN")])
+def test_kind_by_number_is_the_proto_enum(number, name):
+    """A JSON backend_config may carry the enum's number: CudnnNormBackendConfig.Kind in XLA's
+    backend_configs.proto numbers LAYER_FWD_INFER 0, LAYER_FWD_TRAIN 1, LAYER_BWD 2.  The
+    numbered call gives what the named one gives, and that matches the plain HLO on XLA."""
+    args = inputs("f32", (6, 8), 1, seed=5)
+    named = fused_forward("f32", (6, 8), 1, kind=name)
+    numbered = named.replace(f'"kind":"{name}"', f'"kind":{number}')
+    assert numbered != named
+    by_number = convert_program(numbered)(*args)
+    by_name = convert_program(named)(*args)
+    for a, b in zip(by_number, by_name):
+        np.testing.assert_array_equal(a, b)
+    theirs = run_xla(plain_forward("f32", (6, 8), 1), list(args))
+    assert_close(by_number[0], theirs[0], rtol=1e-5, atol=1e-5)

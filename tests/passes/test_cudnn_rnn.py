@@ -116,3 +116,79 @@ def test_backward_whose_workspace_is_read_is_refused():
     with pytest.raises(Exception, match=r"error: %rnn_bwd\.8 \(custom-call cudnn_rnn_bwd_ffi\): the LSTM backward's "
                                         r"workspace is read"):
         convert_text(text)
+
+
+def _legacy(text: str, packed: bytes, target: str = "cudnn_rnn") -> str:
+    """The FFI call of `text` in the legacy form jaxlib wrote before February 2025: target
+    without `_ffi`, api_version 2, the descriptor as the raw backend_config string."""
+    import re
+
+    escaped = "".join(f"\\{byte:03o}" for byte in packed)
+    new = re.sub(r'custom_call_target="cudnn_rnn_ffi", api_version=API_VERSION_TYPED_FFI, '
+                 r'backend_config=\{opaque = "[^"]*"\}',
+                 f'custom_call_target="{target}", api_version=API_VERSION_STATUS_RETURNING, backend_config="{escaped}"',
+                 text)
+    assert new != text
+    return new
+
+
+@pytest.mark.parametrize("layout", ["=5if2i2i", "=5if?3x2i"], ids=["40-byte", "36-byte"])
+def test_legacy_calls_are_the_ffi_calls(layout):
+    """`cudnn_rnn` with the older RnnDescriptor layouts (int sizes; bool bidirectional) takes
+    the FFI call's operands and results: the same numbers as the FFI form, against lstm_ref."""
+    case = LstmCase("bidir", 2, 3, 2, 3, 1, True, False)
+    fields = (case.input_size, case.hidden, case.layers, case.batch, case.seq, 0.0)
+    packed = struct.pack(layout, *fields, *((1, 1, 256, 1024) if layout == "=5if2i2i" else (True, 256, 1024)))
+    inputs = random_inputs(case, 4, np.array([3, 2]))
+    got = [np.asarray(v) for v in convert_program(_legacy(lstm_hlo(case), packed))(*inputs)]
+    ffi = [np.asarray(v) for v in convert_program(lstm_hlo(case))(*inputs)]
+    want = [np.asarray(v) for v in reference(case)(*inputs)]
+    for what, g, f, w in zip(("y", "h_n", "c_n"), got, ffi, want):
+        np.testing.assert_array_equal(g, f)
+        assert_close(g, w, what=what)
+
+
+def test_legacy_descriptor_of_another_length_is_refused():
+    text = _legacy(lstm_hlo(SMALL), bytes(44))
+    with pytest.raises(Exception, match=rf":{RNN_LINE}:\d+: error: %rnn \(custom-call cudnn_rnn\): the opaque "
+                                        r"RnnDescriptor has 44 bytes; jaxlib's \(jaxlib/gpu/rnn_kernels.h\) has 48 or 40 or 36"):
+        convert_text(text)
+
+
+@pytest.fixture(scope="module")
+def small_lstm():
+    return convert_program(lstm_hlo(SMALL))
+
+
+@pytest.mark.parametrize("lengths", [[4, 1], [-1, 2], [3, 2**31 - 1]])
+def test_seq_lengths_outside_0_to_t_give_nan(small_lstm, lengths):
+    """cuDNN rejects a length outside 0..T (the GPU program stops): every result is NaN."""
+    x, h0, c0, w, _ = random_inputs(SMALL, 6)
+    for value in small_lstm(x, h0, c0, w, np.array(lengths, np.int32)):
+        assert np.isnan(np.asarray(value)).all()
+
+
+def test_seq_lengths_at_the_bounds(small_lstm):
+    """T: against lstm_ref.  0: a row with no steps (state h_0, c_0; y 0); lstm_ref has no
+    meaning for it (it takes the carry at index −1), so that row is checked by its definition."""
+    x, h0, c0, w, lengths = random_inputs(SMALL, 7, np.array([0, 3]))
+    got = [np.asarray(v) for v in small_lstm(x, h0, c0, w, lengths)]
+    want = [np.asarray(v) for v in reference(SMALL)(x, h0, c0, w, lengths)]
+    assert_close(got[0][1], want[0][1], what="y")
+    for what, g, v in zip(("h_n", "c_n"), got[1:], want[1:]):
+        assert_close(g[:, 1], v[:, 1], what=what)
+    np.testing.assert_array_equal(got[0][0], 0)
+    np.testing.assert_array_equal(got[1][:, 0], h0[:, 0])
+    np.testing.assert_array_equal(got[2][:, 0], c0[:, 0])
+
+
+def test_backward_with_a_length_past_t_gives_nan():
+    """The jax.grad dump (forward and backward calls): a length past T makes every gradient NaN,
+    where cuDNN rejects the call."""
+    from tests.passes.rnn.cases import cases
+
+    case = cases()["lstm_l2_grad"]
+    x, h0, c0, w, _ = random_inputs(case, 8)
+    program = convert_program((DUMPS / "jax012" / "lstm_l2_grad.hlo").read_text())
+    for value in program(x, h0, c0, w, np.array([2, case.seq + 1], np.int32)):
+        assert np.isnan(np.asarray(value)).all()

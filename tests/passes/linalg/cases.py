@@ -94,6 +94,13 @@ def cases() -> dict[str, Case]:
              "cuhybrid_geqp3", "qr_pivoting"),
         Case("cholesky_update", lambda r, w: (lax.linalg.cholesky_update(r, w),),
              (((4, 4), "float32"), ((4,), "float32")), "cu_cholesky_update_ffi", "cholesky_update"),
+        # symmetric_product on GPU: cuBLAS syrk writes the lower triangle (row-major), the
+        # strictly upper one keeps c (the aliased operand)
+        Case("syrk_f32", lambda a, c: (lax.linalg.symmetric_product(a, c, alpha=0.5, beta=2.0),),
+             (((2, 4, 3), "float32"), ((2, 4, 4), "float32")), "cusolver_syrk_ffi", "syrk"),
+        Case("syrk_symmetrized",
+             lambda a, c: (lax.linalg.symmetric_product(a, c, alpha=1.0, beta=0.0, symmetrize_output=True),),
+             (((3, 5), "float32"), ((3, 3), "float32")), "cusolver_syrk_ffi", "plain"),
     ] + sparse_cases()
     return {case.name: case for case in all_}
 
@@ -109,6 +116,20 @@ SPARSE_COLS = np.array([1, 4, 0, 2, 2, 5, 3], np.int32)
 SPARSE_INDPTR = np.array([0, 2, 3, 3, 6, 7], np.int32)
 
 
+# spsolve's square CSR matrix: a diagonal (made dominant by the inputs) and 6 entries off it
+SPSOLVE_ROWS = np.array([0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4], np.int32)
+SPSOLVE_COLS = np.array([0, 3, 1, 4, 0, 2, 4, 1, 3, 2, 4], np.int32)
+SPSOLVE_INDPTR = np.array([0, 2, 4, 7, 9, 11], np.int32)
+
+
+def spsolve_reference(data, indices, indptr, b):
+    """NumPy's dense solve of the CSR system (JAX on CPU runs spsolve as a SciPy callback)."""
+    dense = np.zeros((len(b), len(b)), np.float64)
+    rows = np.repeat(np.arange(len(b)), np.diff(indptr))
+    np.add.at(dense, (rows, indices), data)
+    return np.linalg.solve(dense, b.astype(np.float64)).astype(b.dtype)
+
+
 def sparse_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     kind = case.kind.split("_", 1)[1]
@@ -119,6 +140,9 @@ def sparse_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
     if kind == "fromdense":
         dense = out[0] * (rng.random(SPARSE_SHAPE) < 0.3)
         return [dense.astype(np.float32)]
+    if kind == "spsolve":
+        data = (rng.standard_normal(len(SPSOLVE_COLS)) + 4 * (SPSOLVE_COLS == SPSOLVE_ROWS)).astype(np.float32)
+        return [data, SPSOLVE_COLS, SPSOLVE_INDPTR] + out
     fmt = case.name.split("_")[0]
     head = [data, SPARSE_COLS, SPARSE_INDPTR] if fmt == "csr" else [data, SPARSE_ROWS, SPARSE_COLS]
     return head + out
@@ -126,6 +150,7 @@ def sparse_inputs(case: Case, seed: int = 0) -> list[np.ndarray]:
 
 def sparse_cases() -> list[Case]:
     from jax.experimental import sparse
+    from jax.experimental.sparse.linalg import spsolve
 
     def csr(d, i, p):
         return sparse.CSR((d, i, p), shape=SPARSE_SHAPE)
@@ -150,4 +175,7 @@ def sparse_cases() -> list[Case]:
              "cusparse_csr_fromdense_ffi", "sparse_fromdense"),
         Case("coo_fromdense", lambda a: tuple(sparse.COO.fromdense(a, nse=12)._bufs), (((5, 6), "float32"),),
              "cusparse_coo_fromdense_ffi", "sparse_fromdense"),
+        # spsolve's matrix: 5x5 with 11 stored entries (SPSOLVE_*), nonsingular
+        Case("csr_spsolve", lambda d, i, p, b: (spsolve(d, i, p, b, tol=1e-6),), (((5,), "float32"),),
+             "cusolver_csrlsvqr_ffi", "sparse_spsolve", lambda d, i, p, b: (spsolve_reference(d, i, p, b),)),
     ]
