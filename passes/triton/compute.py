@@ -284,9 +284,13 @@ def _bitcast(t: Translator, op: ir.Operation) -> None:
 
 @rule("arith.constant")
 def _constant(t: Translator, op: ir.Operation) -> None:
-    """A boolean constant (`true`, a BoolAttr, which Pallas writes for masks), else the
-    Mosaic translator's rule (integers, floats, dense elements)."""
+    """A boolean constant (`true`, a BoolAttr, which Pallas writes for masks; or a splat of
+    one, `dense<true>`, in jax-triton's IR text), else the Mosaic translator's rule
+    (integers, floats, dense elements)."""
     value = op.attributes["value"]
+    if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
+        splat = ir.DenseElementsAttr(value).get_splat_value()
+        value = splat if isinstance(splat, ir.BoolAttr) else value
     if isinstance(value, ir.BoolAttr):
         t.set(op.results[0], builders.scalar_constant(bool(ir.BoolAttr(value).value), ir.IntegerType.get_signless(1),
                                                       shape_of_type(op.results[0].type)))

@@ -114,8 +114,8 @@ def cases():
 
 
 def relativize_opaque(text: str) -> str:
-    """The dump with the repository's absolute path taken out of each call's Triton IR
-    and PTX (Triton records its kernels' source files there, inside the compressed proto,
+    """The dump with the repository's and site-packages' absolute paths taken out of each
+    call's Triton IR and PTX (Triton records its kernels' source files there, inside the compressed proto,
     where relativize_source_paths cannot reach): decoded, edited, re-encoded as the same
     message (passes/triton/jax_triton_call.py's schema) and recompressed."""
     import zlib
@@ -129,8 +129,11 @@ def relativize_opaque(text: str) -> str:
         calls = ([message.kernel_call] if message.HasField("kernel_call")
                  else [c.kernel_call for c in message.autotuned_kernel_call.configs])
         for call in calls:
-            call.kernel.ttir = call.kernel.ttir.replace(str(ROOT) + "/", "")
-            call.kernel.ptx = call.kernel.ptx.replace(str(ROOT) + "/", "")
+            # the repository's files relative to it, an installed package's (tokamax's)
+            # from site-packages, as the Pallas dumps' locations are written
+            for field in ("ttir", "ptx"):
+                value = getattr(call.kernel, field).replace(str(ROOT) + "/", "")
+                setattr(call.kernel, field, re.sub(r'(["\s])/[^"\s]*/site-packages/', r"\1", value))
         data = zlib.compress(message.SerializeToString())
         escaped = "".join(chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:02X}" for b in data)
         return f'opaque = "{escaped}"'
