@@ -222,8 +222,10 @@ RULES["tt.expand_dims"] = _shape_rule(lambda x, op: builders.reshape(x, shape_of
 
 
 def _reshape(x: ir.Value, op: ir.Operation) -> ir.Value:
-    if "allow_reorder" in op.attributes and ir.BoolAttr(op.attributes["allow_reorder"]).value:
-        raise KernelError("tt.reshape with allow_reorder (elements in an unspecified order) is not supported")
+    """tt.reshape in row-major order.  With `allow_reorder` (what tl.sum / tl.max over all
+    axes and tl.reshape(can_reorder=True) write) Triton may place the elements in any
+    order it likes, so a kernel's result cannot rely on one: row-major is one of the
+    orders the GPU may pick, and is taken."""
     return builders.reshape(x, shape_of_type(op.results[0].type))
 
 

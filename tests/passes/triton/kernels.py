@@ -534,7 +534,7 @@ def fp8(interpret):
     even).  Inputs within the fp8 ranges (where the GPU's saturating conversion and the
     interpreter's agree).  (An fp8 dot in the kernel aborts XLA's deviceless compile in
     both jax 0.10.2 and 0.12: std::bad_optional_access; tests/passes/triton/test_triton_ops.py
-    covers fp8 dots with hand-written IR.)"""
+    covers fp8 dots with hand-written IR, test_jax_triton.py a dumped jax-triton fp8 dot.)"""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
