@@ -139,7 +139,7 @@ def cases():
     }
 
 
-def relativize_opaque(text: str) -> str:
+def relativize_opaque(text: str, renames: dict[str, str] | None = None) -> str:
     """The dump with the repository's and site-packages' absolute paths taken out of each
     call's Triton IR and PTX (Triton records its kernels' source files there, inside the compressed proto,
     where relativize_source_paths cannot reach): decoded, edited, re-encoded as the same
@@ -159,6 +159,8 @@ def relativize_opaque(text: str) -> str:
             # from site-packages, as the Pallas dumps' locations are written
             for field in ("ttir", "ptx"):
                 value = getattr(call.kernel, field).replace(str(ROOT) + "/", "")
+                for path, name in (renames or {}).items():  # files outside both (a caller's)
+                    value = value.replace(path, name)
                 setattr(call.kernel, field, re.sub(r'(["\s])/[^"\s]*/site-packages/', r"\1", value))
         data = zlib.compress(message.SerializeToString())
         escaped = "".join(chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:02X}" for b in data)
