@@ -107,7 +107,23 @@ def _dot(t: Translator, op: ir.Operation) -> None:
 
 # ------------------------------------------------------------------ reductions, scans
 def _combine(t: Translator, region: ir.Region, lhs: list[ir.Value], rhs: list[ir.Value]) -> list[ir.Value]:
-    """The combiner region applied elementwise to tensors (its arith ops are elementwise)."""
+    """The combiner region applied elementwise to tensors.  One result: a stablehlo.map
+    whose body is the region on rank-0 values (its ops are typed as scalars: a cast or a
+    constant there, as Triton's tl.sum / tl.cumsum combiner `_sum_combine` has, takes its
+    shape from that type).  Several (argmax's): the region's ops on the whole tensors
+    (elementwise, typed shapes must not matter)."""
+    if len(lhs) == 1:
+        element = builders.element_type_of(lhs[0])
+        scalar = ir.RankedTensorType.get([], element)
+        map_op = builders.op("stablehlo.map", [lhs[0].type], lhs + rhs,
+                             {"dimensions": builders.i64_array(range(len(builders.shape_of(lhs[0]))))}, regions=1)
+        body = map_op.regions[0].blocks.append(scalar, scalar)
+        with ir.InsertionPoint(body):
+            out = t.run_block(region.blocks[0], list(body.arguments))
+            if len(out) != 1 or not isinstance(out[0], ir.Value) or out[0].type != scalar:
+                raise KernelError("a combiner region whose value is not a scalar of its operands' type")
+            builders.op("stablehlo.return", [], out)
+        return [map_op.results[0]]
     out = t.run_block(region.blocks[0], lhs + rhs)
     shape = builders.shape_of(lhs[0])
     if any(not isinstance(v, ir.Value) or builders.shape_of(v) != shape for v in out):
@@ -284,9 +300,13 @@ def _bitcast(t: Translator, op: ir.Operation) -> None:
 
 @rule("arith.constant")
 def _constant(t: Translator, op: ir.Operation) -> None:
-    """A boolean constant (`true`, a BoolAttr, which Pallas writes for masks), else the
-    Mosaic translator's rule (integers, floats, dense elements)."""
+    """A boolean constant (`true`, a BoolAttr, which Pallas writes for masks; or a splat of
+    one, `dense<true>`, in jax-triton's IR text), else the Mosaic translator's rule
+    (integers, floats, dense elements)."""
     value = op.attributes["value"]
+    if isinstance(value, ir.DenseElementsAttr) and ir.DenseElementsAttr(value).is_splat:
+        splat = ir.DenseElementsAttr(value).get_splat_value()
+        value = splat if isinstance(splat, ir.BoolAttr) else value
     if isinstance(value, ir.BoolAttr):
         t.set(op.results[0], builders.scalar_constant(bool(ir.BoolAttr(value).value), ir.IntegerType.get_signless(1),
                                                       shape_of_type(op.results[0].type)))

@@ -132,3 +132,107 @@ def _scf_while(t: Translator, op: ir.Operation) -> None:
     _, final = condition(results)
     for r, v in zip(op.results, final):
         t.set(r, v)
+
+
+# ------------------------------------------------------------------ calls
+# Triton's frontend keeps each @triton.jit helper a kernel calls as a tt.func of the same
+# module (private, `noinline` or not) and calls it with tt.call: jax-triton's `ttir` is the
+# IR before Triton's inliner runs (tokamax's layer norm and ragged dot call helpers).  A
+# call runs the callee's body in place, its arguments (values or pointers) bound to the
+# callee's block arguments, the operands of its tt.return as the call's results.
+MAX_CALL_DEPTH = 32
+
+
+def _callee(op: ir.Operation) -> ir.Operation:
+    name = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+    parent = op.parent
+    while parent is not None and parent.name != "builtin.module":
+        parent = parent.parent
+    if parent is not None:
+        for candidate in parent.regions[0].blocks[0].operations:
+            candidate = candidate.operation
+            if candidate.name == "tt.func" and ir.StringAttr(candidate.attributes["sym_name"]).value == name:
+                return candidate
+    raise KernelError(f"tt.call of '{name}': no tt.func of that name in the kernel's module")
+
+
+@rule("tt.call")
+def _call(t: Translator, op: ir.Operation) -> None:
+    callee = _callee(op)
+    name = ir.StringAttr(callee.attributes["sym_name"]).value
+    stack: list[str] = t.__dict__.setdefault("call_stack", [])
+    if name in stack or len(stack) >= MAX_CALL_DEPTH:
+        raise KernelError(f"tt.call of '{name}' is recursive (through {' → '.join(stack)}): not supported")
+    # Triton's frontend leaves a block without predecessors after a helper's return
+    # (`^bb1: // no predecessors`, ub.poison results): with the entry block ending in
+    # tt.return, no other block can run.  Branches between blocks (cf.br) are refused.
+    entry = callee.regions[0].blocks[0]
+    operations = list(entry.operations)
+    if not operations or operations[-1].operation.name != "tt.return":
+        raise KernelError(f"tt.call of '{name}': a callee whose entry block does not end in tt.return "
+                          "(unstructured control flow) is not supported")
+    stack.append(name)
+    try:
+        results = t.run_block(entry, [t.env[v] for v in op.operands])
+    finally:
+        stack.pop()
+    if len(results) != len(op.results):
+        raise KernelError(f"tt.call of '{name}' returns {len(results)} values for {len(op.results)} results")
+    for r, v in zip(op.results, results):
+        t.env[r] = v
+
+
+# ------------------------------------------------------------------ branches between blocks
+# Triton's frontend lowers `if cond: return` (an early exit, as tokamax's ragged dot has)
+# to cf.cond_br between a tt.func's blocks.  Such a branch is translated by running the
+# rest of the function from each successor to its tt.return (straight-line or further
+# branches), the two paths joined as a stablehlo.if whose results are the function's
+# returned values and the buffers it writes.  A back edge (a loop of blocks) is refused.
+MAX_BLOCKS_ON_A_PATH = 64
+
+
+def _successor_operands(op: ir.Operation) -> list[list[ir.Value]]:
+    """Each successor's block arguments' values: cf.cond_br's operands are the condition,
+    then the true successor's, then the false one's (in the order of its successors)."""
+    operands = list(op.operands)[1 if op.name == "cf.cond_br" else 0:]
+    out = []
+    for block in op.successors:
+        n = len(block.arguments)
+        out.append(operands[:n])
+        operands = operands[n:]
+    return out
+
+
+def run_unstructured_branch(t: Translator, op: ir.Operation) -> list:
+    path: list[ir.Block] = t.__dict__.setdefault("block_path", [])
+    successors = list(op.successors)
+    if any(b in path for b in successors) or len(path) >= MAX_BLOCKS_ON_A_PATH:
+        raise KernelError(f"{op.name} back to an earlier block (a loop of blocks, unstructured control flow) "
+                          "is not supported")
+    args = [[t.env[v] for v in values] for values in _successor_operands(op)]
+
+    def follow(block: ir.Block, block_args: list) -> list:
+        path.append(block)
+        try:
+            return t.run_block(block, block_args)
+        finally:
+            path.pop()
+
+    if op.name == "cf.br":
+        return follow(successors[0], args[0])
+    func = op.parent
+    while func is not None and func.name != "tt.func":
+        func = func.parent
+    if func is None:
+        raise KernelError("cf.cond_br outside a tt.func")
+    result_types = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value).results
+    pointer_results = [is_pointer_type(r) for r in result_types]
+    if any(pointer_results):
+        raise KernelError("cf.cond_br in a function that returns pointers is not supported")
+    types = [tensor_type(r) for r in result_types]
+    written = t.written_buffers([func.regions[0]])
+
+    def branch(k: int) -> Callable[[], list[ir.Value]]:
+        return lambda: list(follow(successors[k], args[k]))
+
+    return t.build_if(t.value(op.operands[0]), types, written, [branch(0), branch(1)])

@@ -17,6 +17,7 @@ installed, and how to get the matching install.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -171,6 +172,16 @@ def read_text_kernel(name: str, text: str, grid: tuple[int, int, int]) -> Triton
     """A kernel given as Triton IR text (jax-triton's `ttir`): text, unlike bytecode, is read
     by the Triton dialect of either supported jaxlib (measured: Triton 3.9's ttir parses with
     jaxlib 0.10.2 and 0.12.0.1).  The entry is the public tt.func named `name`."""
+    block_pointer_ops = sorted(set(re.findall(r"\btt\.(?:make_tensor_ptr|advance)\b", text)))
+    if block_pointer_ops:
+        # Measured: neither supported jaxlib's Triton dialect (0.10.2, 0.12.0.1) defines
+        # these ops, so the text cannot be parsed, and rewriting them as text (pointer
+        # types change through loops and calls) would be a guess.
+        raise KernelError(f"the kernel uses block pointers ({', '.join(block_pointer_ops)}, from tl.make_block_ptr), "
+                          "which jaxlib's Triton dialect cannot read; routes: write the kernel's loads and stores "
+                          "with pointer tensors (offsets from tl.arange, masks for the edges) and re-dump, or "
+                          "register the call's reference implementation as a plug-in (--custom-calls FILE.py, "
+                          "README)")
     context = new_context()
     with context, ir.Location.unknown():
         try:

@@ -39,6 +39,7 @@ RULES: dict[str, RuleFn] = {}
 # Ops the Mosaic translator's rules lower the same way in a Triton body.
 SHARED_DIALECTS = ("arith.", "math.", "scf.")
 WRITES = ("tt.store", "tt.atomic_rmw", "tt.atomic_cas")
+BRANCHES = ("cf.br", "cf.cond_br")
 TERMINATORS = ("tt.return", "tt.reduce.return", "tt.scan.return", "scf.yield", "scf.condition")
 
 
@@ -105,8 +106,18 @@ class Translator(mosaic.Translator):
             op = op.operation
             if op.name in TERMINATORS:
                 return [self.env[v] for v in op.operands]
+            if op.name in BRANCHES:
+                return self.run_branch(op)
             self.run_op(op)
         return []
+
+    def run_branch(self, op: ir.Operation) -> list:
+        """cf.br / cf.cond_br between a tt.func's blocks (Triton's frontend writes an early
+        `return` inside an `if` as one): the rest of the function from each successor
+        runs to its tt.return, the branches as a stablehlo.if (control_flow.py)."""
+        from passes.triton.control_flow import run_unstructured_branch
+
+        return run_unstructured_branch(self, op)
 
     def run_op(self, op: ir.Operation) -> None:
         fn = RULES.get(op.name)
@@ -128,7 +139,8 @@ class Translator(mosaic.Translator):
 
         def visit(o: ir.Operation) -> ir.WalkResult:
             nonlocal found
-            found = found or o.name in WRITES
+            # a tt.call's callee may write (its body is known only as the call is inlined)
+            found = found or o.name in WRITES or o.name == "tt.call"
             return ir.WalkResult.ADVANCE
 
         for region in regions:
@@ -160,6 +172,18 @@ def _program_id(t: Translator, op: ir.Operation) -> None:
 @rule("tt.get_num_programs")
 def _num_programs(t: Translator, op: ir.Operation) -> None:
     t.set(op.results[0], builders.scalar_constant(t.grid[_axis(op)], mosaic.i32()))
+
+
+@rule("ub.poison")
+def _poison(t: Translator, op: ir.Operation) -> None:
+    """An undefined value (Triton's frontend writes one for a value no path defines, e.g.
+    the results of the unreachable block after a helper's return): any value refines
+    poison, zero is taken."""
+    result = op.results[0].type
+    if is_pointer_type(result):
+        raise KernelError("ub.poison of a pointer type is not supported")
+    tt = mosaic.tensor_type(result)
+    t.set(op.results[0], builders.scalar_constant(0, tt.element_type, list(tt.shape)))
 
 
 @rule("tt.make_range")
@@ -198,8 +222,10 @@ RULES["tt.expand_dims"] = _shape_rule(lambda x, op: builders.reshape(x, shape_of
 
 
 def _reshape(x: ir.Value, op: ir.Operation) -> ir.Value:
-    if "allow_reorder" in op.attributes and ir.BoolAttr(op.attributes["allow_reorder"]).value:
-        raise KernelError("tt.reshape with allow_reorder (elements in an unspecified order) is not supported")
+    """tt.reshape in row-major order.  With `allow_reorder` (what tl.sum / tl.max over all
+    axes and tl.reshape(can_reorder=True) write) Triton may place the elements in any
+    order it likes, so a kernel's result cannot rely on one: row-major is one of the
+    orders the GPU may pick, and is taken."""
     return builders.reshape(x, shape_of_type(op.results[0].type))
 
 

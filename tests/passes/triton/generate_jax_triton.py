@@ -67,7 +67,16 @@ def _kernels():
         x = tl.load(x_ptr + offs, mask=mask)
         tl.store(o_ptr + offs, x * x, mask=mask)
 
-    return scaled_add, accumulate, autotuned_square
+    @triton.jit
+    def fp8_dot(a_ptr, b_ptr, o_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+        """o = a·b with fp8 (e4m3fn) a and b and an f32 accumulator (tl.dot of fp8 inputs:
+        a Pallas fp8 dot aborts XLA's deviceless compile, this route dumps one)."""
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        tl.store(o_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, out_dtype=tl.float32))
+
+    return scaled_add, accumulate, autotuned_square, fp8_dot
 
 
 def cases():
@@ -81,7 +90,7 @@ def cases():
     # (used_outputs, live_inputs, eqn).  Same rule (keep every input), jax 0.12's signature.
     pe.dce_rules[triton_lib.triton_kernel_call_p] = lambda used, live, eqn: ([True] * len(eqn.invars), eqn)
 
-    scaled_add, accumulate, autotuned_square = _kernels()
+    scaled_add, accumulate, autotuned_square, fp8_dot = _kernels()
 
     def build_scaled_add():
         def fn(x, y):
@@ -103,6 +112,22 @@ def cases():
                                   grid=lambda meta: (-(-100 // meta["BLOCK"]),), compute_capability=90)
         return jax.jit(fn)
 
+    def build_fp8_dot():
+        def fn(a, b):
+            return jt.triton_call(a, b, kernel=fp8_dot, out_type=jax.ShapeDtypeStruct((16, 16), np.float32),
+                                  grid=(1,), M=16, N=16, K=32, compute_capability=90)
+        return jax.jit(fn)
+
+    def fp8_inputs(rng):
+        import ml_dtypes
+
+        return [(rng.standard_normal(s) * 4).astype(ml_dtypes.float8_e4m3fn) for s in ((16, 32), (32, 16))]
+
+    def fp8_oracle(a, b):
+        # fp8 products are exact in f32 (4-bit significands); the f32 sum of K = 32 terms
+        # is the GPU's, here in f64 and rounded once (the test's tolerance covers the order)
+        return [(a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)]
+
     def f32(*shapes):
         return lambda rng: [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
@@ -110,12 +135,13 @@ def cases():
         "jt_scaled_add": (build_scaled_add, f32(100, 100), lambda x, y: [x + np.float32(2.5) * y]),
         "jt_accumulate": (build_accumulate, f32((8, 64), (8, 64)), lambda x, a: [a + np.float32(2.0) * x]),
         "jt_autotuned": (build_autotuned, f32(100), lambda x: [x * x]),
+        "jt_fp8_dot": (build_fp8_dot, fp8_inputs, fp8_oracle),
     }
 
 
-def relativize_opaque(text: str) -> str:
-    """The dump with the repository's absolute path taken out of each call's Triton IR
-    and PTX (Triton records its kernels' source files there, inside the compressed proto,
+def relativize_opaque(text: str, renames: dict[str, str] | None = None) -> str:
+    """The dump with the repository's and site-packages' absolute paths taken out of each
+    call's Triton IR and PTX (Triton records its kernels' source files there, inside the compressed proto,
     where relativize_source_paths cannot reach): decoded, edited, re-encoded as the same
     message (passes/triton/jax_triton_call.py's schema) and recompressed."""
     import zlib
@@ -129,8 +155,13 @@ def relativize_opaque(text: str) -> str:
         calls = ([message.kernel_call] if message.HasField("kernel_call")
                  else [c.kernel_call for c in message.autotuned_kernel_call.configs])
         for call in calls:
-            call.kernel.ttir = call.kernel.ttir.replace(str(ROOT) + "/", "")
-            call.kernel.ptx = call.kernel.ptx.replace(str(ROOT) + "/", "")
+            # the repository's files relative to it, an installed package's (tokamax's)
+            # from site-packages, as the Pallas dumps' locations are written
+            for field in ("ttir", "ptx"):
+                value = getattr(call.kernel, field).replace(str(ROOT) + "/", "")
+                for path, name in (renames or {}).items():  # files outside both (a caller's)
+                    value = value.replace(path, name)
+                setattr(call.kernel, field, re.sub(r'(["\s])/[^"\s]*/site-packages/', r"\1", value))
         data = zlib.compress(message.SerializeToString())
         escaped = "".join(chr(b) if 0x20 <= b < 0x7F and chr(b) not in '"\\' else f"\\{b:02X}" for b in data)
         return f'opaque = "{escaped}"'

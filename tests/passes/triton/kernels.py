@@ -401,6 +401,68 @@ def _paged_inputs(rng):
     return [q, k, v, tables, np.array([13, 7], np.int32)]
 
 
+def mha_segments(interpret):
+    """Flash attention forward, not causal, with segment ids (the kernel's segment mask)."""
+    import jax
+    from jax.experimental.pallas.ops.gpu import attention
+
+    sizes = attention.BlockSizes(block_q=16, block_k=16)
+
+    def fn(q, k, v, segment_ids):
+        return attention.mha(q, k, v, segment_ids, sm_scale=0.25, causal=False, block_sizes=sizes,
+                             num_warps=4, num_stages=1, interpret=interpret)
+
+    return jax.jit(fn)
+
+
+def mha_segments_grad(interpret):
+    """Flash attention's Triton backward kernels, not causal, with segment ids."""
+    import jax
+    import jax.numpy as jnp
+    from jax.experimental.pallas.ops.gpu import attention
+
+    sizes = attention.BlockSizes(block_q=16, block_k=16, block_q_dkv=16, block_kv_dkv=16, block_q_dq=16,
+                                 block_kv_dq=16)
+
+    def loss(q, k, v, segment_ids):
+        out = attention.mha(q, k, v, segment_ids, sm_scale=0.25, causal=False, block_sizes=sizes,
+                            backward_pass_impl="triton", num_warps=4, num_stages=1, interpret=interpret)
+        return jnp.sum(out * jnp.cos(out))
+
+    return jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def _mha_segment_inputs(rng):
+    # batch 2, 32 tokens, 2 heads, head_dim 16; segments of ragged lengths (ids ascending,
+    # boundaries inside the 16-token blocks) so each block mixes masked and unmasked pairs
+    q, k, v = (rng.standard_normal((2, 32, 2, 16)).astype(np.float32) for _ in range(3))
+    segment_ids = np.stack([np.repeat(np.arange(3), [5, 19, 8]), np.repeat(np.arange(2), [23, 9])]).astype(np.int32)
+    return [q, k, v, segment_ids]
+
+
+def paged_attention_quantized(interpret):
+    """Paged attention over int8 k/v pages with per-token f32 scales (k cast to q's dtype
+    before the dot, the k scale on the logits, the v scale on the weights) and a soft cap."""
+    import jax
+    from jax.experimental.pallas.ops.gpu import paged_attention as pa
+
+    def fn(q, k_pages, v_pages, block_tables, lengths, k_scales, v_scales):
+        return pa.paged_attention(q, k_pages, v_pages, block_tables, lengths, k_scales, v_scales, block_h=16,
+                                  pages_per_compute_block=2, k_splits=2, num_warps=4, num_stages=1,
+                                  attn_logits_soft_cap=8.0, interpret=interpret)
+
+    return jax.jit(fn)
+
+
+def _paged_quantized_inputs(rng):
+    q, _, _, tables, lengths = _paged_inputs(rng)
+    k = rng.integers(-127, 128, (2, 8, 4, 16)).astype(np.int8)
+    v = rng.integers(-127, 128, (2, 8, 4, 16)).astype(np.int8)
+    k_scales = rng.uniform(0.002, 0.02, (2, 8, 4)).astype(np.float32)
+    v_scales = rng.uniform(0.002, 0.02, (2, 8, 4)).astype(np.float32)
+    return [q, k, v, tables, lengths, k_scales, v_scales]
+
+
 def plain_default_backend(interpret):
     """A plain pallas_call with no compiler parameters: the jax's default GPU backend
     (Mosaic GPU in jax 0.10, unless JAX_PALLAS_USE_MOSAIC_GPU=0)."""
@@ -472,7 +534,7 @@ def fp8(interpret):
     even).  Inputs within the fp8 ranges (where the GPU's saturating conversion and the
     interpreter's agree).  (An fp8 dot in the kernel aborts XLA's deviceless compile in
     both jax 0.10.2 and 0.12: std::bad_optional_access; tests/passes/triton/test_triton_ops.py
-    covers fp8 dots with hand-written IR.)"""
+    covers fp8 dots with hand-written IR, test_jax_triton.py a dumped jax-triton fp8 dot.)"""
     import jax
     import jax.numpy as jnp
     from jax.experimental import pallas as pl
@@ -521,6 +583,9 @@ CASES = [
                                                 rng.standard_normal((2, 64, 16)).astype(np.float32),
                                                 np.array([50, 17], np.int32)]),
     Case("paged_attention", paged_attention, _paged_inputs),
+    Case("mha_segments", mha_segments, _mha_segment_inputs),
+    Case("mha_segments_grad", mha_segments_grad, _mha_segment_inputs),
+    Case("paged_attention_quantized", paged_attention_quantized, _paged_quantized_inputs),
     Case("mosaic_gpu_default", plain_default_backend, _f32(128), triton=False),
     Case("in_shard_map", in_shard_map, _f32((32, 32), (32, 32)), devices=4),
     Case("in_scan", in_scan, _f32(64, (5, 64))),

@@ -164,8 +164,10 @@ module {
     with pytest.raises(ConverterError) as e:
         convert_text(_edited(text, edit), "jt.hlo")
     message = str(e.value)
-    assert "jax-triton kernel 'scaled_add': the kernel's Triton IR text does not parse" in message
-    assert "tt.make_tensor_ptr" in message
+    assert re.match(r"jt\.hlo:\d+:\d+: error: ", message)
+    assert "jax-triton kernel 'scaled_add': the kernel uses block pointers (tt.make_tensor_ptr, from " \
+           "tl.make_block_ptr), which jaxlib's Triton dialect cannot read" in message
+    assert "with pointer tensors" in message and "--custom-calls" in message
 
 
 def test_inspect_lists_jax_triton_kernels():
@@ -180,3 +182,20 @@ def test_inspect_lists_jax_triton_kernels():
     summary = summarize(parse_hlo(older, "old.hlo"))
     assert summary["triton_kernels"][0]["name"] == "autotuned_square (config 1 of 2)"
     assert "autotuned_square (config 1 of 2)  4x1x1" in format_summary(summary)
+
+
+def test_fp8_dot_is_exact_products_summed_in_f32():
+    """tl.dot of two e4m3fn tiles with an f32 accumulator (a jax-triton kernel: a Pallas
+    fp8 dot aborts XLA's deviceless compile).  Each product of two fp8 values is exact in
+    f32 (4-bit significands); the K = 32 products are summed in f32, in some order: within
+    (K + 1)·2^-24 of Σ|a||b| of the exact sum (NumPy in f64)."""
+    import ml_dtypes
+
+    inputs, _ = load_npz(DUMPS / "jt_fp8_dot.npz")
+    a, b = inputs
+    assert a.dtype == b.dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+    got = _run((DUMPS / "jt_fp8_dot.hlo").read_text(), inputs)[0]
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert got.dtype == np.float32
+    bound = (a.shape[1] + 1) * 2.0 ** -24 * (np.abs(a64) @ np.abs(b64)) + 1e-30
+    np.testing.assert_array_less(np.abs(got - a64 @ b64), bound)

@@ -35,13 +35,14 @@ REORDERED = {"cumsum", "reductions", "softmax_rows", "softmax", "layer_norm", "r
 # child process): the default run keeps one kernel per op family, the slow run has all.
 SLOW = {"add", "matmul_f32", "matmul_bf16", "softmax_rows", "mixed_dtypes", "layer_norm", "mha_causal",
         "reductions", "rms_norm", "math_zoo", "mosaic_gpu_default", "strided", "int_ops", "layer_norm_grad",
-        "rms_norm_grad", "mha_causal_grad", "decode_mqa", "paged_attention", "grid2d", "cumsum", "atomic_add"}
-TF32 = {"matmul_tf32", "mha_causal"}
+        "rms_norm_grad", "mha_causal_grad", "decode_mqa", "paged_attention", "grid2d", "cumsum", "atomic_add",
+        "mha_segments_grad"}
+TF32 = {"matmul_tf32", "mha_causal", "mha_segments"}
 # Attention kernels whose dots (default precision: TF32) chain through a softmax (decode,
 # paged) or through the backward pass (dq, dk, dv: up to four dots deep).  Each TF32 dot
 # moves its result by ≤ 2·2^-11 of the sum of its |terms|; through the chain that is an
 # estimate of 16·2^-11 ≈ 8e-3 of the output's scale (measured: 0.6e-3 to 1.8e-3).
-TF32_CHAINED = {"mha_causal_grad", "decode_mqa", "paged_attention"}
+TF32_CHAINED = {"mha_causal_grad", "decode_mqa", "paged_attention", "mha_segments_grad", "paged_attention_quantized"}
 
 
 def _cases(folder: str) -> list[str]:
@@ -68,10 +69,10 @@ def _tf32_bound(name: str, inputs: list[np.ndarray]) -> np.ndarray | float:
     if name == "matmul_tf32":
         a, b = (np.abs(x.astype(np.float64)) for x in inputs)
         return (2 * u + 2.0 ** -22) * (a @ b) + 32 * 2.0 ** -24 * (a @ b) + 1e-6
-    # mha_causal: scores s = 0.25·q·kᵀ off by ≤ δ = 2.1u·0.25·max Σ|q||k| (per row and
+    # mha_causal, mha_segments (masks only drop terms): scores s = 0.25·q·kᵀ off by ≤ δ = 2.1u·0.25·max Σ|q||k| (per row and
     # head); softmax weights p then move by a relative e^{2δ} - 1, and p·v (p and v in
     # TF32 too) by 2.1u more: |Δo| ≤ max|v| · (e^{2δ} - 1 + 2.1u).
-    q, k, v = (np.abs(x.astype(np.float64)) for x in inputs)
+    q, k, v = (np.abs(x.astype(np.float64)) for x in inputs[:3])
     qk = np.einsum("bqhd,bkhd->bhqk", q, k).max()
     delta = 2.1 * u * 0.25 * qk
     return float(v.max() * (np.expm1(2 * delta) + 2.1 * u)) + 1e-6

@@ -395,3 +395,79 @@ module {{
     want = qa @ qb
     # 16 exact products summed in f32: ≤ 16·2^-24 of the sum of their magnitudes.
     np.testing.assert_array_less(np.abs(got - want), 16 * 2.0 ** -24 * (np.abs(qa) @ np.abs(qb)) + 1e-30)
+
+
+def test_calls_early_return_and_poison():
+    """What Triton's frontend writes before its inliner runs (jax-triton's `ttir`, tokamax's
+    kernels): helper functions called by tt.call (one returning a value, one storing, the
+    latter inside an scf.for), an early `return` as cf.cond_br, and the unreachable block
+    after a helper's return with ub.poison.  Programs 2 and 3 return before any store: their
+    part of the output (which aliases input 1) keeps that input."""
+    ir = f"""
+module {{
+  tt.func private @scaled(%p: !tt.ptr<f32>, %s: f32) -> tensor<8xf32> {{{RANGE8}{_ptrs("pp", "%p")}
+    %v = tt.load %pp : tensor<8x!tt.ptr<f32>>
+    %s8 = tt.splat %s : f32 -> tensor<8xf32>
+    %m = arith.mulf %v, %s8 : tensor<8xf32>
+    tt.return %m : tensor<8xf32>
+  ^bb1:
+    %u = ub.poison : tensor<8xf32>
+    tt.return %u : tensor<8xf32>
+  }}
+  tt.func private @store_add(%p: !tt.ptr<f32>, %v: tensor<8xf32>) {{{RANGE8}{_ptrs("pp", "%p")}
+    %old = tt.load %pp : tensor<8x!tt.ptr<f32>>
+    %new = arith.addf %old, %v : tensor<8xf32>
+    tt.store %pp, %new : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+  tt.func public @k(%x: !tt.ptr<f32>, %o_in: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    %pid = tt.get_program_id x : i32
+    %c2 = arith.constant 2 : i32
+    %early = arith.cmpi sge, %pid, %c2 : i32
+    cf.cond_br %early, ^bb1, ^bb2
+  ^bb1:
+    tt.return
+  ^bb2:
+    %c8 = arith.constant 8 : i32
+    %off = arith.muli %pid, %c8 : i32
+    %xp = tt.addptr %x, %off : !tt.ptr<f32>, i32
+    %op = tt.addptr %o, %off : !tt.ptr<f32>, i32
+    %two = arith.constant 2.000000e+00 : f32
+    %lb = arith.constant 0 : i32
+    %ub = arith.constant 3 : i32
+    %st = arith.constant 1 : i32
+    scf.for %i = %lb to %ub step %st : i32 {{
+      %v = tt.call @scaled(%xp, %two) : (!tt.ptr<f32>, f32) -> tensor<8xf32>
+      tt.call @store_add(%op, %v) : (!tt.ptr<f32>, tensor<8xf32>) -> ()
+    }}
+    tt.return
+  }}
+}}"""
+    rng = np.random.default_rng(0)
+    x, o = (rng.standard_normal(32).astype(np.float32) for _ in range(2))
+    got = _run(ir, [x, o], [((32,), np.float32)], grid=(4, 1, 1), aliases={0: 1})[0]
+    want = o.copy()
+    for _ in range(3):
+        want[:16] += np.float32(2) * x[:16]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("""cf.br ^bb1
+  ^bb1:
+    cf.br ^bb1""", "cf.br back to an earlier block (a loop of blocks, unstructured control flow) is not supported"),
+    ("""tt.call @k(%x, %o) : (!tt.ptr<f32>, !tt.ptr<f32>) -> ()
+    tt.return""", "tt.call of 'k' is recursive (through k): not supported"),
+])
+def test_loops_of_blocks_and_recursion_are_refused(body: str, message: str):
+    from converter.common.errors import ConverterError
+
+    ir = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{
+    {body}
+  }}
+}}"""
+    with pytest.raises(ConverterError) as e:
+        _run(ir, [np.zeros(8, np.float32)], [((8,), np.float32)])
+    assert re.match(r"ops\.hlo:\d+:\d+: error: ", str(e.value)) and message in str(e.value)

@@ -1,0 +1,75 @@
+"""triton-kernels on tokamax 0.0.17's Triton kernels: deviceless H100 dumps
+(tests/passes/triton/dumps/tokamax, made by tests/passes/triton/generate_tokamax.py with jax
+0.12.0.1) converted, run on CPU and compared with tokamax's own XLA implementation of the
+same op run on CPU by that jax (the .npz beside each dump).
+
+Layer norm and ragged dot are jax-triton calls (IR text, with helper functions called by
+tt.call, an early `return` as cf.cond_br, ub.poison and `dense<true>` masks): both
+supported jaxlibs convert them.  Attention is a Pallas Triton kernel (bytecode): jax 0.12
+converts it, jax 0.10.2 refuses it naming the writer (Triton bytecode is not stable across
+jaxlib versions)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from converter.common.errors import ConverterError
+from converter.runtime.convert import convert_text
+from converter.runtime.program import program_from_module
+from passes.triton.kernel import bytecode_producer, installed_producer
+from tests.passes.triton.generate import load_npz
+
+DUMPS = pathlib.Path(__file__).resolve().parent / "dumps" / "tokamax"
+CASES = sorted(json.loads((DUMPS / "manifest.json").read_text()))
+TARGETS = {"tk_layer_norm": "triton_kernel_call_ffi", "tk_ragged_dot": "triton_kernel_call_ffi",
+           "tk_attention": "__gpu$xla.gpu.triton"}
+EPS = 2.0 ** -24
+
+
+def _pallas_bytecode(text: str) -> bytes:
+    from converter.hlo.mlir_dicts import parse_mlir_dict
+
+    m = re.search(r'custom_call_target="__gpu\$xla\.gpu\.triton".*?backend_config=(\{.*?\})(?:, [a-z_]+=|\n)', text)
+    assert m
+    return parse_mlir_dict(m.group(1))["ir"]
+
+
+def _ragged_dot_bound(lhs: np.ndarray, rhs: np.ndarray, group_sizes: np.ndarray) -> np.ndarray:
+    """f32 dot of K terms (precision HIGHEST: IEEE products) summed in another order than
+    XLA's: each output within (K + 1)·2^-24 of Σ|a||b| over its row's group."""
+    group_of_row = np.repeat(np.arange(len(group_sizes)), group_sizes)
+    a, b = np.abs(lhs.astype(np.float64)), np.abs(rhs.astype(np.float64))
+    magnitude = np.einsum("mk,mkn->mn", a, b[group_of_row])
+    return (lhs.shape[1] + 1) * EPS * magnitude + 1e-30
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_tokamax_kernel_matches_its_xla_implementation(name: str):
+    text = (DUMPS / f"{name}.hlo").read_text()
+    assert f'custom_call_target="{TARGETS[name]}"' in text
+    if TARGETS[name].startswith("__gpu") and bytecode_producer(_pallas_bytecode(text)) != installed_producer():
+        with pytest.raises(ConverterError) as e:
+            convert_text(text, f"{name}.hlo")
+        assert "Triton kernel 'pallas_flash_attention'" in str(e.value)
+        assert "not stable across jaxlib versions" in str(e.value)
+        return
+    inputs, want = load_npz(DUMPS / f"{name}.npz")
+    module = convert_text(text, f"{name}.hlo")
+    assert TARGETS[name] not in str(module)
+    got = program_from_module(module)(*inputs)
+    assert len(got) == len(want) == 1
+    g, w = np.asarray(got[0], np.float64), np.asarray(want[0], np.float64)
+    assert got[0].shape == want[0].shape and got[0].dtype == want[0].dtype
+    if name == "tk_ragged_dot":
+        np.testing.assert_array_less(np.abs(g - w), _ragged_dot_bound(*inputs))
+    else:
+        # Layer norm (mean and variance: sums of 64 terms) and attention (precision
+        # HIGHEST: f32 dots of 16 terms, softmax sums of ≤ 32) sum in another order than
+        # tokamax's XLA implementation: f32 rounding, a few ulps of the output's scale
+        # (measured ≤ 4.8e-7 at scale 5.5).
+        np.testing.assert_allclose(g, w, rtol=0, atol=2e-6 * max(1.0, float(np.abs(w).max())))
