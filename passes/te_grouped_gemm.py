@@ -20,11 +20,21 @@ reads scale number (non-empty groups before g), as here.  Computed in f32 (cuBLA
 type), bias added, rounded once to the output type.
 
 Refused by name: MXFP8 / NVFP4 scaling (scales pre-swizzled for cuBLAS), the forward with
-lhs_is_trans, the wgrad with other transposes or a bias, both sides ragged."""
+lhs_is_trans, the wgrad with other transposes or a bias, both sides ragged.
+
+`te_grouped_gemm_d2h_group_sizes_ffi` (group_sizes) → group_sizes {num_gemms}
+(GroupedGemmD2HGroupSizesFFI, GroupedGemmCopySizesPrimitive): it starts a copy of the sizes
+to a host buffer of TE's process and writes nothing to its result, which XLA aliases to the
+operand (operand_output_aliases {0: 0}); so its result is its operand.  A grouped GEMM with
+use_async_d2h_group_sizes reads that host copy, made by the latest such call, instead of
+its own sizes operand; TE's API passes both the same sizes, and the rewrite uses the operand
+(with a warning naming the call when the sizes do not come from a copy call in the same
+program, whose values the dump cannot show)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 from jaxlib.mlir import ir
 
@@ -37,6 +47,11 @@ from passes.lib.walks import WalkTracker
 from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
 
 TARGET = "te_grouped_gemm_ffi"
+COPY_SIZES = "te_grouped_gemm_d2h_group_sizes_ffi"
+
+
+class HostGroupSizesWarning(UserWarning):
+    """A grouped GEMM that reads group sizes another program copied to TE's host buffer."""
 _DIMS = ("lhs_first_dims", "lhs_last_dims", "rhs_first_dims", "rhs_last_dims")
 
 
@@ -61,6 +76,22 @@ def _per_group(sinv: ir.Value, index: ir.Value) -> ir.Value:
                            "SIGNED")
     values = builders.broadcast_in_dim(flat, [g, n], [1])
     return builders.reduce(builders.select(hit, values, builders.scalar_constant(0.0, f32(), [g, n])), [1])
+
+
+def _copied_sizes(sizes: ir.Value) -> bool:
+    """Whether `sizes` is the result of a group-size copy call (converted or not yet)."""
+    owner = sizes.owner
+    if isinstance(owner, ir.Block):
+        return False
+    producer = owner.operation
+    return producer.name == "stablehlo.custom_call" and rewrite.call_target(producer) == COPY_SIZES
+
+
+def lower_copy_sizes(op: ir.Operation) -> None:
+    if len(op.operands) != 1 or len(op.results) != 1 or op.operands[0].type != op.results[0].type:
+        raise rewrite.op_error(op, f"{COPY_SIZES} takes group_sizes and returns it (aliased): expected one operand "
+                               "and one result of its type")
+    rewrite.replace(op, [op.operands[0]])
 
 
 def lower_te_grouped_gemm(op: ir.Operation) -> None:
@@ -89,6 +120,11 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
     if any(n.startswith("lhs") for n in active) and any(n.startswith("rhs") for n in active):
         raise rewrite.op_error(op, f"both lhs and rhs group sizes given ({', '.join(active)}): not supported by TE")
     sizes = dims[active[0]]
+    if bool(cfg.get("use_async_d2h_group_sizes", False)) and not _copied_sizes(sizes):
+        warnings.warn(f"{rewrite.location_text(op)}: {TARGET} with use_async_d2h_group_sizes reads the group sizes "
+                      f"that the latest {COPY_SIZES} copied to TE's host buffer, not in this program; converted "
+                      f"with its own {active[0]} operand (TE's API passes both the same sizes)",
+                      HostGroupSizesWarning, stacklevel=2)
     wgrad = active[0].startswith("rhs")
     groups = builders.shape_of(sizes)[0]
     out = op.results[0]
@@ -143,9 +179,12 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
 
 
 @register_pass("te-grouped-gemm", "Transformer Engine grouped GEMM (te_grouped_gemm_ffi: MoE experts, forward and "
-               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot", targets=(TARGET,),
-               preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot; its group-size copy → the sizes",
+               targets=(TARGET, COPY_SIZES), preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_grouped_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
-    (calls,) = walks.custom_calls_of((TARGET,))
-    for op in calls:
+    # The GEMMs first: they look at whether their sizes come from a copy call.
+    gemms, copies = walks.custom_calls_of((TARGET,), (COPY_SIZES,))
+    for op in gemms:
         lower_te_grouped_gemm(op)
+    for op in copies:
+        lower_copy_sizes(op)

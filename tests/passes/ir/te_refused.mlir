@@ -1,6 +1,6 @@
 // PASSES: te-refused
 // te-refused fails on the Transformer Engine calls that are not converted (expert-parallel
-// te_ep_*, grouped GEMM v2 / grouped quantize, NVFP4's RHT amax), naming the call and the
+// te_ep_*, grouped GEMM v2, grouped MXFP8 quantize v2, NVFP4's RHT amax), naming the call and the
 // reason, so a TE dump stops at the first such call with what the user can do.  A module
 // without them passes through unchanged, TE calls other passes own included.
 
@@ -18,7 +18,7 @@ module {
 
 // -----
 
-// Grouped GEMM v2: refused, pointing at the v1 call TE uses by default.
+// Grouped GEMM v2: refused, pointing at TE's v1 grouped GEMM, which is converted.
 module {
   func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
     %0 = stablehlo.custom_call @te_grouped_gemm_v2_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
@@ -26,8 +26,8 @@ module {
   }
 }
 // ERROR: te_grouped_gemm_v2_ffi
-// ERROR: not converted: grouped (per-expert) GEMM v2
-// ERROR: te_grouped_gemm_ffi (TE's default)
+// ERROR: not converted: grouped GEMM v2
+// ERROR: te_grouped_gemm_ffi (TE's v1 grouped GEMM) is
 
 // -----
 

@@ -5,6 +5,8 @@ GroupedGemmConfig attributes), rewritten and run on CPU, against NumPy in f64 pe
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from converter.runtime.convert import convert_text
 from passes import PassError
+from passes.te_grouped_gemm import HostGroupSizesWarning
 from tests.helpers import assert_close
 from tests.passes.te.te_hlo import T, dims, run
 
@@ -180,3 +183,44 @@ def test_fp8_tensor_scaled_wgrad_scales_each_non_empty_group():
     want = np.stack([np.zeros((m, n)), xs[0:5].T @ ds[0:5] * 0.5 * 0.25, xs[5:8].T @ ds[5:8] * 4.0 * 2.0])
     # fp8 products exact in f32, ≤ 5-term sums, two f32 scalings: f32's tolerance.
     assert_close(got, want.astype(np.float32))
+
+
+def copy_then_gemm_module(lhs, rhs_g, groups, *, copy_in_program: bool) -> str:
+    """TE's async group-size path (test_custom_call_compute.py test_grouped_gemm_fp16):
+    te_grouped_gemm_d2h_group_sizes_ffi (its result aliased to the sizes, {0: 0}), then the
+    GEMM with use_async_d2h_group_sizes reading the sizes that call copied."""
+    m, k = lhs.shape
+    n = rhs_g.shape[2]
+    text = module(lhs, rhs_g.reshape(groups * k, n), (m, n), "f32", groups, wgrad=False, lt=False, rt=False)
+    text = text.replace("use_async_d2h_group_sizes = false", "use_async_d2h_group_sizes = true")
+    if copy_in_program:
+        copy = (f"  copied = s32[{groups}] custom-call(sizes), custom_call_target=\"te_grouped_gemm_d2h_group_sizes_ffi\", "
+                f"api_version=API_VERSION_TYPED_FFI, output_to_operand_aliasing={{{{}}: (0, {{}})}}, "
+                f"backend_config={{num_gemms = {groups} : i64}}\n")
+        text = text.replace("  e = ", copy + "  e = ").replace("custom-call(lhs, lsinv, rhs, rsinv, bias, sizes,",
+                                                              "custom-call(lhs, lsinv, rhs, rsinv, bias, copied,")
+    return text
+
+
+def test_group_size_copy_is_its_operand_and_feeds_the_async_gemm():
+    groups, k, n = 3, 4, 5
+    sizes = np.array([2, 0, 4], np.int32)
+    lhs = RNG.standard_normal((6, k)).astype(np.float32)
+    rhs_g = RNG.standard_normal((groups, k, n)).astype(np.float32)
+    ones = np.ones(1, np.float32)
+    text = copy_then_gemm_module(lhs, rhs_g, groups, copy_in_program=True)
+    assert "te_grouped_gemm_d2h_group_sizes_ffi" in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HostGroupSizesWarning)  # the copy is in this program: no warning
+        (got,) = run(text, [lhs, ones, rhs_g.reshape(groups * k, n), ones, np.zeros(0, np.float32), sizes])
+    # f32 sums of 4 products: f32's tolerance.
+    assert_close(got, forward_reference(lhs, rhs_g, sizes, False).astype(np.float32))
+
+
+def test_async_gemm_without_the_copy_in_its_program_warns_with_its_line():
+    groups, k, n = 2, 4, 3
+    lhs = np.zeros((4, k), np.float32)
+    rhs = np.zeros((groups * k, n), np.float32)
+    text = copy_then_gemm_module(lhs, rhs.reshape(groups, k, n), groups, copy_in_program=False)
+    with pytest.warns(UserWarning, match=r"te.hlo:\d+:\d+: .*te_grouped_gemm_ffi with use_async_d2h_group_sizes"):
+        convert_text(text, "te.hlo")
