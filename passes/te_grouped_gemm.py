@@ -94,14 +94,49 @@ def lower_copy_sizes(op: ir.Operation) -> None:
     rewrite.replace(op, [op.operands[0]])
 
 
+def _ragged_dims(op: ir.Operation, cfg: dict, operands: list[ir.Value]) -> tuple[ir.Value, str, bool, list[int]]:
+    """TE 2.15 on: the group sizes are the first non-empty dims buffer; lhs and rhs are
+    [left, right] as the size attributes say.  → (sizes, its name, wgrad, the four sizes)."""
+    dims = dict(zip(_DIMS, operands[5:9]))
+    active = [n for n, v in dims.items() if math.prod(builders.shape_of(v)) > 0]
+    if not active:
+        raise rewrite.op_error(op, "every group-size buffer is empty (TE needs one to know the groups)")
+    if any(n.startswith("lhs") for n in active) and any(n.startswith("rhs") for n in active):
+        raise rewrite.op_error(op, f"both lhs and rhs group sizes given ({', '.join(active)}): not supported by TE")
+    left_right = [int(attr(op, cfg, n)) for n in ("lhs_left_size", "lhs_right_size", "rhs_left_size",
+                                                   "rhs_right_size")]
+    return dims[active[0]], active[0], active[0].startswith("rhs"), left_right
+
+
+def _group_sizes_form(op: ir.Operation, cfg: dict, operands: list[ir.Value], lt: bool,
+                      rt: bool) -> tuple[ir.Value, str, bool, list[int]]:
+    """TE 2.5 to 2.14 (gemm.cpp GroupedGemmFFI of those releases): (lhs, lhs_scale_inv, rhs,
+    rhs_scale_inv, bias, group_sizes, group_offset) {M, N, K, lhs_is_trans, rhs_is_trans,
+    scaling_mode, has_bias, is_grouped_dense_wgrad[, use_async_d2h_group_sizes]}.  Its loop
+    over groups is the one of the 12-operand form: forward lhs [M, K] with M ragged, rhs G
+    stacked [K, N] ([N, K] when rhs_is_trans); wgrad (is_grouped_dense_wgrad) lhs [K, M]
+    ([M, K] untransposed), rhs [K, N] ([N, K]) with K ragged, out [G, M, N]; the scale
+    pointers move only past non-empty groups.  → the same (sizes, name, wgrad, sizes)."""
+    sizes = operands[5]
+    (groups,) = builders.shape_of(sizes)
+    m, n, k = (int(attr(op, cfg, name)) for name in ("M", "N", "K"))
+    wgrad = bool(attr(op, cfg, "is_grouped_dense_wgrad"))
+    if wgrad:
+        left_right = [k, m] if lt else [m, k]
+        left_right += [n, k] if rt else [k, n]
+    else:
+        left_right = [m, k] + ([groups * n, k] if rt else [groups * k, n])
+    return sizes, "group_sizes", wgrad, left_right
+
+
 def lower_te_grouped_gemm(op: ir.Operation) -> None:
     cfg = rewrite.backend_config(op)
     operands = list(op.operands)
-    if len(operands) != 12:
-        raise rewrite.op_error(op, f"{len(operands)} operands; {TARGET} (TE's GroupedGemmFFI) takes 12: lhs, "
-                               "lhs_scale_inv, rhs, rhs_scale_inv, bias, the six dims buffers, group_offset")
+    if len(operands) not in (12, 7):
+        raise rewrite.op_error(op, f"{len(operands)} operands; {TARGET} (TE's GroupedGemmFFI) takes 12 (TE 2.15 on: "
+                               "lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, the six dims buffers, group_offset) or "
+                               "7 (TE 2.5 to 2.14: ..., bias, group_sizes, group_offset)")
     lhs, lsinv, rhs, rsinv, bias = operands[:5]
-    dims = dict(zip(_DIMS, operands[5:9]))
     mode = int(attr(op, cfg, "scaling_mode"))
     if mode != NO_SCALING and mode not in TENSOR_SCALING:
         raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block-scaled grouped GEMMs receive "
@@ -112,20 +147,15 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
                                f"{scaling_mode_name(mode)}")
     lt, rt = bool(attr(op, cfg, "lhs_is_trans")), bool(attr(op, cfg, "rhs_is_trans"))
     has_bias = bool(attr(op, cfg, "has_bias"))
-    left_right = [int(attr(op, cfg, n)) for n in ("lhs_left_size", "lhs_right_size", "rhs_left_size",
-                                                   "rhs_right_size")]
-    active = [n for n, v in dims.items() if math.prod(builders.shape_of(v)) > 0]
-    if not active:
-        raise rewrite.op_error(op, "every group-size buffer is empty (TE needs one to know the groups)")
-    if any(n.startswith("lhs") for n in active) and any(n.startswith("rhs") for n in active):
-        raise rewrite.op_error(op, f"both lhs and rhs group sizes given ({', '.join(active)}): not supported by TE")
-    sizes = dims[active[0]]
+    if len(operands) == 12:
+        sizes, sizes_name, wgrad, left_right = _ragged_dims(op, cfg, operands)
+    else:
+        sizes, sizes_name, wgrad, left_right = _group_sizes_form(op, cfg, operands, lt, rt)
     if bool(cfg.get("use_async_d2h_group_sizes", False)) and not _copied_sizes(sizes):
         warnings.warn(f"{rewrite.location_text(op)}: {TARGET} with use_async_d2h_group_sizes reads the group sizes "
                       f"that the latest {COPY_SIZES} copied to TE's host buffer, not in this program; converted "
-                      f"with its own {active[0]} operand (TE's API passes both the same sizes)",
+                      f"with its own {sizes_name} operand (TE's API passes both the same sizes)",
                       HostGroupSizesWarning, stacklevel=2)
-    wgrad = active[0].startswith("rhs")
     groups = builders.shape_of(sizes)[0]
     out = op.results[0]
     out_t = ir.RankedTensorType(out.type)

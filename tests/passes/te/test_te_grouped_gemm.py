@@ -224,3 +224,71 @@ def test_async_gemm_without_the_copy_in_its_program_warns_with_its_line():
     text = copy_then_gemm_module(lhs, rhs.reshape(groups, k, n), groups, copy_in_program=False)
     with pytest.warns(UserWarning, match=r"te.hlo:\d+:\d+: .*te_grouped_gemm_ffi with use_async_d2h_group_sizes"):
         convert_text(text, "te.hlo")
+
+
+def module_te_2_5(lhs, rhs, out_shape, out_t, groups, mkn, *, wgrad, lt, rt, mode=0, bias_shape=(),
+                  async_sizes=None) -> str:
+    """The 7-operand call of TE 2.5 to 2.14 (gemm.cpp GroupedGemmFFI of those releases):
+    (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, group_sizes, group_offset) with flat
+    attributes M, N, K, lhs_is_trans, rhs_is_trans, scaling_mode, has_bias,
+    is_grouped_dense_wgrad (and, from 2.10, use_async_d2h_group_sizes); bias f32[] when
+    there is none (grouped_gemm's jnp.empty((), jnp.float32))."""
+    m, n, k = mkn
+    sinv_n = groups if mode else 1
+    has_bias = bool(bias_shape)
+    bias_t = out_t if has_bias else "f32"
+    cfg = (f"K = {k} : i64, M = {m} : i64, N = {n} : i64, has_bias = {str(has_bias).lower()}, "
+           f"is_grouped_dense_wgrad = {str(wgrad).lower()}, lhs_is_trans = {str(lt).lower()}, "
+           f"rhs_is_trans = {str(rt).lower()}, scaling_mode = {mode} : i64")
+    if async_sizes is not None:
+        cfg += f", use_async_d2h_group_sizes = {str(async_sizes).lower()}"
+    return f"""HloModule te_grouped_gemm_2_5
+ENTRY main {{
+  lhs = {T[lhs.dtype]}[{dims(lhs.shape)}] parameter(0)
+  lsinv = f32[{sinv_n}] parameter(1)
+  rhs = {T[rhs.dtype]}[{dims(rhs.shape)}] parameter(2)
+  rsinv = f32[{sinv_n}] parameter(3)
+  bias = {bias_t}[{dims(bias_shape)}] parameter(4)
+  sizes = s32[{groups}] parameter(5)
+  offset = s32[1] constant({{0}})
+  cc = ({out_t}[{dims(out_shape)}], u8[33554688]) custom-call(lhs, lsinv, rhs, rsinv, bias, sizes, offset), custom_call_target="te_grouped_gemm_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{cfg}}}
+  ROOT o = {out_t}[{dims(out_shape)}] get-tuple-element(cc), index=0
+}}
+"""
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_te_2_5_form_forward_matches_numpy(data):
+    """TE 2.5–2.14's GroupedDense forward: lhs [M, K] ragged in M, rhs [G, K, N] or [G, N, K]."""
+    groups, m, k, n = 4, 10, 8, 6
+    sizes = data.draw(sizes_strategy(groups, m))
+    rt = data.draw(st.booleans())
+    with_bias = data.draw(st.booleans())
+    lhs = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    rhs_g = RNG.standard_normal((groups, n, k) if rt else (groups, k, n)).astype(ml_dtypes.bfloat16)
+    bias = RNG.standard_normal((groups, n)).astype(ml_dtypes.bfloat16) if with_bias else np.zeros((), np.float32)
+    ones = np.ones(1, np.float32)
+    text = module_te_2_5(lhs, rhs_g, (m, n), "bf16", groups, (m, n, k), wgrad=False, lt=False, rt=rt,
+                         bias_shape=bias.shape, async_sizes=False)
+    (got,) = run(text, [lhs, ones, rhs_g, ones, bias, sizes])
+    # bf16 products exact in f32, 8-term sums (+ bias), one rounding to bf16: bf16's tolerance.
+    assert_close(got, forward_reference(lhs, rhs_g, sizes, rt, bias=bias if with_bias else None)
+                 .astype(ml_dtypes.bfloat16))
+
+
+def test_te_2_5_form_wgrad_and_fp8_scales_per_non_empty_group():
+    """is_grouped_dense_wgrad: dW[g] = x_gᵀ dy_g over the ragged K; tensor-scaled fp8 reads
+    scale number (non-empty groups before g), as the 2.5–2.14 loop moves its pointers."""
+    groups, tokens, m, n = 3, 8, 4, 16
+    sizes = np.array([5, 0, 3], np.int32)
+    x = (RNG.standard_normal((tokens, m)) * 2).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    dy = (RNG.standard_normal((tokens, n)) * 2).astype(np.float32).astype(ml_dtypes.float8_e5m2)
+    lsinv = np.array([0.5, 4.0, 3.0], np.float32)
+    rsinv = np.array([0.25, 2.0, 5.0], np.float32)
+    text = module_te_2_5(x, dy, (groups, m, n), "f32", groups, (m, n, tokens), wgrad=True, lt=True, rt=False, mode=3)
+    (got,) = run(text, [x, lsinv, dy, rsinv, np.zeros((), np.float32), sizes])
+    xs, ds = x.astype(np.float64), dy.astype(np.float64)
+    want = np.stack([xs[0:5].T @ ds[0:5] * 0.5 * 0.25, np.zeros((m, n)), xs[5:8].T @ ds[5:8] * 4.0 * 2.0])
+    # fp8 products exact in f32, ≤ 5-term sums, two f32 scalings: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
