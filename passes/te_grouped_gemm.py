@@ -22,6 +22,16 @@ type), bias added, rounded once to the output type.
 Refused by name: MXFP8 / NVFP4 scaling (scales pre-swizzled for cuBLAS), the forward with
 lhs_is_trans, the wgrad with other transposes or a bias, both sides ragged.
 
+`te_grouped_gemm_v2_ffi` (GroupedGemmV2FFI: nvte_grouped_gemm, CUDA-graph safe): the same
+first eleven operands, then alpha and beta [G] f32 instead of group_offset; results output
+and three workspaces; attributes those of the v1 call less has_bias and
+use_async_d2h_group_sizes.  D_g = alpha_g · A_g·B_g + beta_g · C_g with no C given (so C is
+the uninitialized output: beta must be a constant 0, as grouped_gemm passes it, else the call
+is refused) and no bias (its operand is ignored, as TE does); NO_SCALING only (MXFP8 refused).
+
+The TE 2.5–2.14 form of te_grouped_gemm_ffi (7 operands: one group_sizes buffer and the
+attributes M, N, K, is_grouped_dense_wgrad) is mapped onto the same forward / wgrad.
+
 `te_grouped_gemm_d2h_group_sizes_ffi` (group_sizes) → group_sizes {num_gemms}
 (GroupedGemmD2HGroupSizesFFI, GroupedGemmCopySizesPrimitive): it starts a copy of the sizes
 to a host buffer of TE's process and writes nothing to its result, which XLA aliases to the
@@ -36,6 +46,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from converter.mlir import builders
@@ -47,6 +58,7 @@ from passes.lib.walks import WalkTracker
 from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
 
 TARGET = "te_grouped_gemm_ffi"
+TARGET_V2 = "te_grouped_gemm_v2_ffi"
 COPY_SIZES = "te_grouped_gemm_d2h_group_sizes_ffi"
 
 
@@ -94,6 +106,35 @@ def lower_copy_sizes(op: ir.Operation) -> None:
     rewrite.replace(op, [op.operands[0]])
 
 
+def _is_zero_constant(value: ir.Value) -> bool:
+    """Whether `value` is a constant 0 (through broadcasts, reshapes and converts)."""
+    while not isinstance(value.owner, ir.Block):
+        producer = value.owner.operation
+        if producer.name in ("stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"):
+            value = producer.operands[0]
+            continue
+        if producer.name != "stablehlo.constant":
+            return False
+        dense = ir.DenseElementsAttr(producer.attributes["value"])
+        return bool(np.all(np.asarray(dense) == 0))
+    return False
+
+
+def _alpha(op: ir.Operation, alpha: ir.Value, beta: ir.Value, groups: int) -> ir.Value:
+    """[G] f32: each group's alpha of D = alpha·A·B + beta·C (nvte_grouped_gemm: per group on
+    Blackwell, one scalar on Hopper).  GroupedGemmV2FFI passes no C, so cuBLAS reads C from
+    the output buffer, which XLA does not initialize: only beta = 0 (grouped_gemm's
+    jnp.zeros) is defined, and converted."""
+    if not _is_zero_constant(beta):
+        raise rewrite.op_error(op, "beta is not a constant 0: TE's v2 grouped GEMM passes no C, so beta·C reads the "
+                               "uninitialized output buffer; not converted")
+    count = math.prod(builders.shape_of(alpha))
+    if count not in (1, groups):
+        raise rewrite.op_error(op, f"alpha has {count} entries; nvte_grouped_gemm takes 1 or one per group ({groups})")
+    flat = builders.convert(builders.reshape(alpha, [count]), f32())
+    return flat if count == groups else builders.broadcast_in_dim(builders.reshape(flat, []), [groups], [])
+
+
 def _ragged_dims(op: ir.Operation, cfg: dict, operands: list[ir.Value]) -> tuple[ir.Value, str, bool, list[int]]:
     """TE 2.15 on: the group sizes are the first non-empty dims buffer; lhs and rhs are
     [left, right] as the size attributes say.  → (sizes, its name, wgrad, the four sizes)."""
@@ -132,12 +173,24 @@ def _group_sizes_form(op: ir.Operation, cfg: dict, operands: list[ir.Value], lt:
 def lower_te_grouped_gemm(op: ir.Operation) -> None:
     cfg = rewrite.backend_config(op)
     operands = list(op.operands)
+    if rewrite.call_target(op) == TARGET_V2:
+        return _lower(op, cfg, operands, v2=True)
     if len(operands) not in (12, 7):
         raise rewrite.op_error(op, f"{len(operands)} operands; {TARGET} (TE's GroupedGemmFFI) takes 12 (TE 2.15 on: "
                                "lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, the six dims buffers, group_offset) or "
                                "7 (TE 2.5 to 2.14: ..., bias, group_sizes, group_offset)")
+    return _lower(op, cfg, operands, v2=False)
+
+
+def _lower(op: ir.Operation, cfg: dict, operands: list[ir.Value], v2: bool) -> None:
+    if v2 and len(operands) != 13:
+        raise rewrite.op_error(op, f"{len(operands)} operands; {TARGET_V2} (TE's GroupedGemmV2FFI) takes 13: lhs, "
+                               "lhs_scale_inv, rhs, rhs_scale_inv, bias, the six dims buffers, alpha, beta")
     lhs, lsinv, rhs, rsinv, bias = operands[:5]
     mode = int(attr(op, cfg, "scaling_mode"))
+    if v2 and mode != NO_SCALING:
+        raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: TE's v2 grouped GEMM takes NO_SCALING "
+                               "(converted) or MXFP8 with scales pre-swizzled for cuBLAS (not converted)")
     if mode != NO_SCALING and mode not in TENSOR_SCALING:
         raise rewrite.op_error(op, f"scaling_mode {scaling_mode_name(mode)}: block-scaled grouped GEMMs receive "
                                "their scales pre-swizzled for cuBLAS; not converted (tensor scaling and NO_SCALING are)")
@@ -146,8 +199,9 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
         raise rewrite.op_error(op, f"operand types {lhs_el} × {rhs_el} do not fit scaling_mode "
                                f"{scaling_mode_name(mode)}")
     lt, rt = bool(attr(op, cfg, "lhs_is_trans")), bool(attr(op, cfg, "rhs_is_trans"))
-    has_bias = bool(attr(op, cfg, "has_bias"))
-    if len(operands) == 12:
+    # The v2 call hands cuBLAS no bias (GroupedGemmV2FFI ignores its bias operand).
+    has_bias = False if v2 else bool(attr(op, cfg, "has_bias"))
+    if len(operands) in (12, 13):
         sizes, sizes_name, wgrad, left_right = _ragged_dims(op, cfg, operands)
     else:
         sizes, sizes_name, wgrad, left_right = _group_sizes_form(op, cfg, operands, lt, rt)
@@ -170,6 +224,8 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
         if mode in TENSOR_SCALING:
             index = _compact_index(sizes)
             scale = builders.binary("multiply", _per_group(lsinv, index), _per_group(rsinv, index))
+        if v2:
+            scale = _alpha(op, operands[11], operands[12], groups)
         if not wgrad:
             if lt:
                 raise rewrite.op_error(op, "lhs_is_trans=true in the forward (lhs-ragged) grouped GEMM: not converted")
@@ -209,11 +265,12 @@ def lower_te_grouped_gemm(op: ir.Operation) -> None:
 
 
 @register_pass("te-grouped-gemm", "Transformer Engine grouped GEMM (te_grouped_gemm_ffi: MoE experts, forward and "
-               "wgrad, bf16/f16/f32 and tensor-scaled fp8) → ragged dot; its group-size copy → the sizes",
-               targets=(TARGET, COPY_SIZES), preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
+               "wgrad, bf16/f16/f32 and tensor-scaled fp8; te_grouped_gemm_v2_ffi bf16 with alpha) → ragged dot; the "
+               "group-size copy → the sizes",
+               targets=(TARGET, TARGET_V2, COPY_SIZES), preserves={Fact.CALL_TARGETS, Fact.OPS_BUT_ITS_CALLS, Fact.USES})
 def lower_te_grouped_gemms(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     # The GEMMs first: they look at whether their sizes come from a copy call.
-    gemms, copies = walks.custom_calls_of((TARGET,), (COPY_SIZES,))
+    gemms, copies = walks.custom_calls_of((TARGET, TARGET_V2), (COPY_SIZES,))
     for op in gemms:
         lower_te_grouped_gemm(op)
     for op in copies:

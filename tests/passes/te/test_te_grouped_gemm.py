@@ -292,3 +292,62 @@ def test_te_2_5_form_wgrad_and_fp8_scales_per_non_empty_group():
     want = np.stack([xs[0:5].T @ ds[0:5] * 0.5 * 0.25, np.zeros((m, n)), xs[5:8].T @ ds[5:8] * 4.0 * 2.0])
     # fp8 products exact in f32, ≤ 5-term sums, two f32 scalings: f32's tolerance.
     assert_close(got, want.astype(np.float32))
+
+
+def module_v2(lhs, rhs, out_shape, groups, *, alpha_n, beta: str, mode=0) -> str:
+    """te_grouped_gemm_v2_ffi as GroupedGemmPrimitive lowers it with use_v2_ffi (gemm.cpp
+    GroupedGemmV2FFI: 13 operands, 4 results, GroupedGemmV2Config attributes), the forward:
+    sizes in lhs_first_dims and out_first_dims; beta either grouped_gemm's constant zeros or
+    (to test the refusal) a parameter."""
+    (m, k), (rl, rr) = lhs.shape, rhs.shape
+    cfg = (f"lhs_axis_boundary = 1 : i64, lhs_is_trans = false, lhs_left_size = {m} : i64, "
+           f"lhs_right_size = {k} : i64, rhs_axis_boundary = 1 : i64, rhs_is_trans = false, "
+           f"rhs_left_size = {rl} : i64, rhs_right_size = {rr} : i64, scaling_mode = {mode} : i64")
+    beta_line = (f"beta = f32[{groups}] parameter(4)" if beta == "parameter" else
+                 f"zero = f32[] constant(0)\n  beta = f32[{groups}] broadcast(zero), dimensions={{}}")
+    return f"""HloModule te_grouped_gemm_v2
+ENTRY main {{
+  lhs = {T[lhs.dtype]}[{m},{k}] parameter(0)
+  rhs = {T[rhs.dtype]}[{rl},{rr}] parameter(1)
+  sizes = s32[{groups}] parameter(2)
+  alpha = f32[{alpha_n}] parameter(3)
+  {beta_line}
+  no_sinv = f32[0] constant({{}})
+  no_bias = bf16[0] constant({{}})
+  e = s32[0] constant({{}})
+  cc = (bf16[{dims(out_shape)}], u8[33554688], u8[4096], u8[{8 * 2 * groups}]) custom-call(lhs, no_sinv, rhs, no_sinv, no_bias, sizes, e, e, e, sizes, e, alpha, beta), custom_call_target="te_grouped_gemm_v2_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{cfg}}}
+  ROOT o = bf16[{dims(out_shape)}] get-tuple-element(cc), index=0
+}}
+"""
+
+
+@pytest.mark.parametrize("alpha_n", [4, 1])
+def test_v2_forward_scales_each_group_by_alpha(alpha_n):
+    """Per-group alpha (Blackwell) or one alpha for all (Hopper); empty groups and a sum
+    short of the rows (the rows past it: 0, as in the v1 rewrite)."""
+    groups, m, k, n = 4, 9, 16, 8
+    sizes = np.array([3, 0, 4, 1], np.int32)  # 8 of 9 rows
+    lhs = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    rhs_g = RNG.standard_normal((groups, k, n)).astype(ml_dtypes.bfloat16)
+    alpha = np.array([0.5, 3.0, 2.0, -1.5][:alpha_n], np.float32)
+    text = module_v2(lhs, rhs_g.reshape(groups * k, n), (m, n), groups, alpha_n=alpha_n, beta="constant")
+    (got,) = run(text, [lhs, rhs_g.reshape(groups * k, n), sizes, alpha])
+    per_group = np.broadcast_to(alpha, (groups,)).astype(np.float64)
+    want = forward_reference(lhs, rhs_g, sizes, False, scales=per_group)
+    # bf16 products exact in f32, 16-term sums, an f32 alpha, one bf16 rounding: bf16's tolerance.
+    assert_close(got, want.astype(ml_dtypes.bfloat16))
+    ref = jax.lax.ragged_dot(jnp.asarray(lhs), jnp.asarray(rhs_g), jnp.asarray(sizes),
+                             preferred_element_type=jnp.float32)
+    row_alpha = np.concatenate([np.repeat(per_group, sizes), np.zeros(m - sizes.sum())])  # past the sum: 0
+    scaled = np.asarray(ref) * row_alpha[:, None]
+    assert_close(got, scaled.astype(ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("beta, mode, what", [("parameter", 0, "beta is not a constant 0"),
+                                              ("constant", 2, "MXFP8_1D_SCALING.*pre-swizzled")])
+def test_v2_undefined_beta_and_mxfp8_are_located_errors(beta, mode, what):
+    lhs = np.zeros((4, 32), ml_dtypes.bfloat16)
+    rhs = np.zeros((64, 8), ml_dtypes.bfloat16)
+    text = module_v2(lhs, rhs, (4, 8), 2, alpha_n=2, beta=beta, mode=mode)
+    with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*te_grouped_gemm_v2_ffi.*{what}"):
+        convert_text(text, "te.hlo")
