@@ -75,15 +75,22 @@ def sizes_strategy(groups: int, total: int):
         lambda cuts: np.diff([0, *sorted(min(c * total // groups, total) for c in cuts), total]).astype(np.int32))
 
 
-@settings(max_examples=8, deadline=None)
-@given(data=st.data())
-def test_forward_bf16_matches_numpy_and_ragged_dot(data):
-    groups, m, k, n = 4, 12, 16, 8
+def draw_forward_case(data, groups, m, k, n):
+    """Drawn group sizes, rhs_is_trans and bias or not; bf16 lhs [m, k] and rhs [G, k, n]
+    ([G, n, k] when transposed)."""
     sizes = data.draw(sizes_strategy(groups, m))
     rt = data.draw(st.booleans())
     with_bias = data.draw(st.booleans())
     lhs = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
     rhs_g = RNG.standard_normal((groups, n, k) if rt else (groups, k, n)).astype(ml_dtypes.bfloat16)
+    return sizes, rt, with_bias, lhs, rhs_g
+
+
+@settings(max_examples=8, deadline=None)
+@given(data=st.data())
+def test_forward_bf16_matches_numpy_and_ragged_dot(data):
+    groups, m, k, n = 4, 12, 16, 8
+    sizes, rt, with_bias, lhs, rhs_g = draw_forward_case(data, groups, m, k, n)
     bias = RNG.standard_normal((groups, n) if with_bias else (0,)).astype(ml_dtypes.bfloat16)
     rhs = rhs_g.reshape(groups * rhs_g.shape[1], rhs_g.shape[2])  # TE's stacked 2-D rhs
     ones = np.ones(1, np.float32)
@@ -262,11 +269,7 @@ ENTRY main {{
 def test_te_2_5_form_forward_matches_numpy(data):
     """TE 2.5–2.14's GroupedDense forward: lhs [M, K] ragged in M, rhs [G, K, N] or [G, N, K]."""
     groups, m, k, n = 4, 10, 8, 6
-    sizes = data.draw(sizes_strategy(groups, m))
-    rt = data.draw(st.booleans())
-    with_bias = data.draw(st.booleans())
-    lhs = RNG.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
-    rhs_g = RNG.standard_normal((groups, n, k) if rt else (groups, k, n)).astype(ml_dtypes.bfloat16)
+    sizes, rt, with_bias, lhs, rhs_g = draw_forward_case(data, groups, m, k, n)
     bias = RNG.standard_normal((groups, n)).astype(ml_dtypes.bfloat16) if with_bias else np.zeros((), np.float32)
     ones = np.ones(1, np.float32)
     text = module_te_2_5(lhs, rhs_g, (m, n), "bf16", groups, (m, n, k), wgrad=False, lt=False, rt=rt,
