@@ -19,8 +19,10 @@ inverse scales; gemm.cpp advances the scale pointers only past non-empty groups,
 reads scale number (non-empty groups before g), as here.  Computed in f32 (cuBLAS's compute
 type), bias added, rounded once to the output type.
 
+The wgrad's untransposed lhs / transposed rhs are per-group [M, k_g] / [N, k_g] blocks
+(gemm.cpp's lhs_shape_i / rhs_shape_i), each read back to [K, M] / [K, N] rows first.
 Refused by name: MXFP8 / NVFP4 scaling (scales pre-swizzled for cuBLAS), the forward with
-lhs_is_trans, the wgrad with other transposes or a bias, both sides ragged.
+lhs_is_trans, the wgrad with a bias, both sides ragged.
 
 `te_grouped_gemm_v2_ffi` (GroupedGemmV2FFI: nvte_grouped_gemm, CUDA-graph safe): the same
 first eleven operands, then alpha and beta [G] f32 instead of group_offset; results output
@@ -55,6 +57,7 @@ from passes.lib import rewrite
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
+from passes.lib.te_grouped import from_group_transposed, row_groups, s64
 from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
 
 TARGET = "te_grouped_gemm_ffi"
@@ -245,13 +248,20 @@ def _lower(op: ir.Operation, cfg: dict, operands: list[ir.Value], v2: bool) -> N
             y_t = ir.RankedTensorType.get([ll, n], f32())
             y = ragged_dot(a, b, sizes, y_t, [], [], [1], [2 if rt else 1], 0, [0])
         else:
-            if not lt or rt:
-                raise rewrite.op_error(op, f"wgrad (rhs-ragged) grouped GEMM with lhs_is_trans={lt}, rhs_is_trans={rt}: "
-                                       "only lhs_is_trans=true, rhs_is_trans=false (TE's dW = xᵀ·dy) is converted")
             if has_bias:
                 raise rewrite.op_error(op, "wgrad (rhs-ragged) grouped GEMM with has_bias: not converted")
-            if ll != rl:
-                raise rewrite.op_error(op, f"wgrad: lhs has {ll} contracted rows, rhs {rl}")
+            # lhs is [K, M] when transposed, else per-group [M, k_g] blocks (TE's pointer walk);
+            # rhs [K, N] untransposed, else per-group [N, k_g] blocks (the colwise output of the
+            # grouped quantize, which fp8 GEMMs on Hopper take: lhs_is_trans=false, rhs_is_trans=true).
+            (kl, lr), (kr, rr) = (ll, lr) if lt else (lr, ll), (rl, rr) if not rt else (rr, rl)
+            if kl != kr:
+                raise rewrite.op_error(op, f"wgrad: lhs has {kl} contracted rows, rhs {kr}")
+            if not (lt and not rt):
+                k_groups = row_groups(builders.convert(sizes, s64()), kl)
+                if not lt:
+                    a = from_group_transposed(builders.reshape(a, [kl * lr]), k_groups, lr)
+                if rt:
+                    b = from_group_transposed(builders.reshape(b, [kr * rr]), k_groups, rr)
             y_t = ir.RankedTensorType.get([groups, lr, rr], f32())
             y = ragged_dot(a, b, sizes, y_t, [], [], [0], [0], 0, [])
             if scale is not None:

@@ -35,35 +35,12 @@ from passes.lib import rewrite
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
+from passes.lib.te_grouped import pick, row_groups, running_sums, s64, to_group_transposed
 from passes.lib.te_common import CURRENT_TENSOR_SCALING, FP8_MAX, TENSOR_SCALING, attr, f32, placeholder, \
     reshape_to, scaling_mode_name
 
 TARGET = "te_grouped_quantize_ffi"
 ROWWISE, COLWISE, ROWWISE_COLWISE = 0, 1, 2
-
-
-def _s64() -> ir.Type:
-    return ir.IntegerType.get_signless(64)
-
-
-def _lower_triangle_sum(values: ir.Value, inclusive: bool) -> ir.Value:
-    """[G] s64 → the (inclusive or exclusive) running sums."""
-    g = builders.shape_of(values)[0]
-    square = [g, g]
-    before = builders.compare(builders.iota(_s64(), square, 1), builders.iota(_s64(), square, 0),
-                              "LE" if inclusive else "LT", "SIGNED")
-    spread = builders.broadcast_in_dim(values, square, [1])
-    return builders.reduce(builders.select(before, spread, builders.scalar_constant(0, _s64(), square)), [1])
-
-
-def _pick(table: ir.Value, index: ir.Value, element: ir.Type) -> ir.Value:
-    """table[index] for each entry of `index` ([R] s64, entries outside the table give 0),
-    as a one-hot sum over the table's [G] entries."""
-    (r,), (g,) = builders.shape_of(index), builders.shape_of(table)
-    hit = builders.compare(builders.broadcast_in_dim(index, [r, g], [0]), builders.iota(_s64(), [r, g], 1), "EQ",
-                           "SIGNED")
-    zero = builders.scalar_constant(0, element, [r, g])
-    return builders.reduce(builders.select(hit, builders.broadcast_in_dim(table, [r, g], [1]), zero), [1])
 
 
 def _compacted(per_group: ir.Value, nonempty: ir.Value, rank: ir.Value) -> ir.Value:
@@ -72,7 +49,7 @@ def _compacted(per_group: ir.Value, nonempty: ir.Value, rank: ir.Value) -> ir.Va
     square = [g, g]  # [slot j, group g]
     hit = builders.binary("and", builders.broadcast_in_dim(nonempty, square, [1]),
                           builders.compare(builders.broadcast_in_dim(rank, square, [1]),
-                                           builders.iota(_s64(), square, 0), "EQ", "SIGNED"))
+                                           builders.iota(s64(), square, 0), "EQ", "SIGNED"))
     return builders.reduce(builders.select(hit, builders.broadcast_in_dim(per_group, square, [1]),
                                            builders.scalar_constant(0.0, f32(), square)), [1])
 
@@ -122,64 +99,30 @@ def lower_te_grouped_quantize(op: ir.Operation) -> None:
         if math.prod(ir.RankedTensorType(r.type).shape) != groups:
             raise rewrite.op_error(op, f"{name} {r.type}: expected one entry per group ({groups})")
     with rewrite.at(op):
-        s64 = _s64()
         x32 = builders.convert(builders.reshape(x, [m, n]), f32())
-        rows = builders.binary("multiply", builders.convert(sizes, s64),
-                               builders.scalar_constant(rows_per_size, s64, [groups]))
-        ends = _lower_triangle_sum(rows, inclusive=True)
-        starts = builders.binary("subtract", ends, rows)
-        row = builders.iota(s64, [m], 0)
-        # A row's group: how many groups end at or before it (G past the last group).
-        group_of_row = builders.reduce(builders.convert(
-            builders.compare(builders.broadcast_in_dim(ends, [m, groups], [1]),
-                             builders.broadcast_in_dim(row, [m, groups], [0]), "LE", "SIGNED"), s64), [1])
-        inside = builders.compare(group_of_row, builders.scalar_constant(groups, s64, [m]), "LT", "SIGNED")
-        scale_g = builders.convert(builders.reshape(builders.slice_(builders.reshape(scale, [math.prod(
-            builders.shape_of(scale))]), [0], [groups]), [groups]), f32())
-        row_scale = _pick(scale_g, group_of_row, f32())
+        rows = builders.binary("multiply", builders.convert(sizes, s64()),
+                               builders.scalar_constant(rows_per_size, s64(), [groups]))
+        grouped = row_groups(rows, m)
+        scale_g = builders.convert(builders.slice_(builders.reshape(scale, [math.prod(builders.shape_of(scale))]),
+                                                   [0], [groups]), f32())
+        row_scale = pick(scale_g, grouped.group, f32())
         limit = FP8_MAX[str(element)]
         scaled = builders.binary("multiply", x32, builders.broadcast_in_dim(row_scale, [m, n], [0]))
         q = builders.convert(builders.clamp(builders.scalar_constant(-limit, f32()), scaled,
                                             builders.scalar_constant(limit, f32())), element)
-        inside_mn = builders.broadcast_in_dim(inside, [m, n], [0])
+        inside_mn = builders.broadcast_in_dim(grouped.inside, [m, n], [0])
         q = builders.select(inside_mn, q, builders.zeros_like_type(ir.RankedTensorType.get([m, n], element)))
         values: list[ir.Value | None] = [reshape_to(q, out)]
-        if both:
-            # Flat position p of the colwise buffer lies in the same group as row p // n of the
-            # rowwise one (both lay the groups out at offset start·n); within the group it is
-            # element (c, r) of the [n, m_g] transpose: c = local // m_g, r = local % m_g.
-            g_mn = builders.broadcast_in_dim(group_of_row, [m, n], [0])
-            start_mn = builders.broadcast_in_dim(_pick(starts, group_of_row, s64), [m, n], [0])
-            size_mn = builders.broadcast_in_dim(_pick(rows, group_of_row, s64), [m, n], [0])
-            flat = builders.binary("add", builders.binary("multiply", builders.iota(s64, [m, n], 0),
-                                                          builders.scalar_constant(n, s64, [m, n])),
-                                   builders.iota(s64, [m, n], 1))
-            local = builders.binary("subtract", flat, builders.binary(
-                "multiply", start_mn, builders.scalar_constant(n, s64, [m, n])))
-            safe_size = builders.binary("maximum", size_mn, builders.scalar_constant(1, s64, [m, n]))
-            c = builders.binary("divide", local, safe_size)
-            r = builders.binary("remainder", local, safe_size)
-            source = builders.binary("add", builders.binary("multiply", builders.binary("add", start_mn, r),
-                                                            builders.scalar_constant(n, s64, [m, n])), c)
-            valid = builders.compare(g_mn, builders.scalar_constant(groups, s64, [m, n]), "LT", "SIGNED")
-            source = builders.select(valid, source, builders.scalar_constant(0, s64, [m, n]))
-            gathered = builders.gather(builders.reshape(q, [numel]), builders.reshape(source, [numel, 1]), [numel],
-                                       offset_dims=[], collapsed_slice_dims=[0], start_index_map=[0],
-                                       index_vector_dim=1, slice_sizes=[1])
-            gathered = builders.select(builders.reshape(valid, [numel]), gathered,
-                                       builders.zeros_like_type(ir.RankedTensorType.get([numel], element)))
-            values.append(reshape_to(gathered, col_out))
-        else:
-            values.append(placeholder(op, col_out))
-        nonempty = builders.compare(rows, builders.scalar_constant(0, s64, [groups]), "GT", "SIGNED")
-        rank = _lower_triangle_sum(builders.convert(nonempty, s64), inclusive=False)
+        values.append(reshape_to(to_group_transposed(q, grouped), col_out) if both else placeholder(op, col_out))
+        nonempty = builders.compare(rows, builders.scalar_constant(0, s64(), [groups]), "GT", "SIGNED")
+        rank = running_sums(builders.convert(nonempty, s64()), inclusive=False)
         inverse = builders.binary("divide", builders.scalar_constant(1.0, f32(), [groups]), scale_g)
         values.append(reshape_to(_compacted(inverse, nonempty, rank), scale_inv))
         values.append(placeholder(op, col_scale_inv))
         if rewrite.has_uses(amax):
             row_amax = builders.reduce(builders.unary("abs", x32), [1], "maximum", 0)
-            in_group = builders.compare(builders.broadcast_in_dim(group_of_row, [groups, m], [1]),
-                                        builders.iota(s64, [groups, m], 0), "EQ", "SIGNED")
+            in_group = builders.compare(builders.broadcast_in_dim(grouped.group, [groups, m], [1]),
+                                        builders.iota(s64(), [groups, m], 0), "EQ", "SIGNED")
             group_amax = builders.reduce(builders.select(in_group, builders.broadcast_in_dim(row_amax, [groups, m], [1]),
                                                          builders.scalar_constant(0.0, f32(), [groups, m])),
                                          [1], "maximum", 0)

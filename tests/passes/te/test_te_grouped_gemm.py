@@ -168,12 +168,32 @@ def test_block_scaled_grouped_gemm_is_refused_by_name(mode, what):
         convert_text(text, "te.hlo")
 
 
-def test_wgrad_with_untransposed_lhs_is_a_located_error():
-    x = np.zeros((6, 10), np.float32)
-    dy = np.zeros((10, 5), np.float32)
-    text = module(x, dy, (3, 6, 5), "f32", 3, wgrad=True, lt=False, rt=False)
-    with pytest.raises(PassError, match=r"te.hlo:\d+:\d+: error: .*lhs_is_trans=False"):
-        convert_text(text, "te.hlo")
+def group_transposed(x, sizes):
+    """TE's per-group transposed layout (the grouped quantize's colwise output): each group's
+    rows [k_g, w] stored as their [w, k_g] transpose at the same offset, flattened."""
+    ends = np.cumsum(sizes)
+    return np.concatenate([x[e - k:e].T.reshape(-1) for k, e in zip(sizes, ends)] + [x[ends[-1]:].reshape(-1) * 0])
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data())
+def test_wgrad_reads_per_group_transposed_blocks(data):
+    """lhs_is_trans=false (per-group [M, k_g] blocks) and/or rhs_is_trans=true ([N, k_g]
+    blocks), as gemm.cpp walks them: dW[g] = x_gᵀ · dy_g all the same."""
+    groups, tokens, m, n = 3, 9, 4, 5
+    sizes = data.draw(sizes_strategy(groups, tokens))
+    lt, rt = data.draw(st.sampled_from([(False, False), (False, True), (True, True)]))
+    x = RNG.standard_normal((tokens, m)).astype(np.float32)
+    dy = RNG.standard_normal((tokens, n)).astype(np.float32)
+    lhs = x if lt else group_transposed(x, sizes).reshape(m, tokens)
+    rhs = dy if not rt else group_transposed(dy, sizes).reshape(n, tokens)
+    ones = np.ones(1, np.float32)
+    text = module(lhs, rhs, (groups, m, n), "f32", groups, wgrad=True, lt=lt, rt=rt)
+    (got,) = run(text, [lhs, ones, rhs, ones, np.zeros(0, np.float32), sizes])
+    ends = np.cumsum(sizes)
+    want = np.stack([x[e - s:e].astype(np.float64).T @ dy[e - s:e] for s, e in zip(sizes, ends)])
+    # f32 sums of ≤ 9 products: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
 
 
 def test_fp8_tensor_scaled_wgrad_scales_each_non_empty_group():

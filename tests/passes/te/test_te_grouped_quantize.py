@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from converter.runtime.convert import convert_text
 from passes import PassError
+from tests.helpers import assert_close
 from tests.passes.te.te_hlo import T, dims, fp8_cast, run
 
 RNG = np.random.default_rng(2728)
@@ -131,3 +132,51 @@ def test_unconverted_forms_are_located_errors(mode, layout, amax_used, what):
     text = module(x, 2, "f8e4m3fn", mode=mode, layout=layout, amax_used=amax_used)
     with pytest.raises(PassError, match=rf"te.hlo:\d+:\d+: error: .*te_grouped_quantize_ffi.*{what}"):
         convert_text(text, "te.hlo")
+
+
+def test_colwise_output_feeds_the_hopper_fp8_wgrad():
+    """TE's fp8 MoE wgrad on Hopper: x and dy quantized per expert (delayed scaling, both
+    layouts), their colwise copies (per-group transposes) and scale_invs handed to
+    te_grouped_gemm_ffi with lhs_is_trans=false, rhs_is_trans=true, K ragged; against NumPy
+    on the oracle's own quantized values: dW[g] = Σ_t x_q[t]ᵀ dy_q[t] · sinv_x · sinv_dy."""
+    groups, tokens, m, n = 3, 10, 4, 6
+    sizes = np.array([4, 0, 6], np.int32)
+    x = RNG.standard_normal((tokens, m)).astype(ml_dtypes.bfloat16)
+    dy = RNG.standard_normal((tokens, n)).astype(ml_dtypes.bfloat16)
+    sx = np.array([64.0, 2.0, 32.0], np.float32)
+    sdy = np.array([128.0, 4.0, 16.0], np.float32)
+    q = "flatten_axis = -1 : i64, q_layout = 2 : i64, scaling_mode = 1 : i64"
+    gemm = (f"has_bias = false, lhs_axis_boundary = 1 : i64, lhs_is_trans = false, lhs_left_size = {m} : i64, "
+            f"lhs_right_size = {tokens} : i64, rhs_axis_boundary = 1 : i64, rhs_is_trans = true, "
+            f"rhs_left_size = {n} : i64, rhs_right_size = {tokens} : i64, scaling_mode = 1 : i64, "
+            f"use_async_d2h_group_sizes = false")
+    quant = "(f8e4m3fn[{0}], f8e4m3fn[{0}], f32[3], f32[1], f32[3], u8[0])"
+    text = f"""HloModule te_grouped_wgrad
+ENTRY main {{
+  x = bf16[{tokens},{m}] parameter(0)
+  dy = bf16[{tokens},{n}] parameter(1)
+  sx = f32[3] parameter(2)
+  sdy = f32[3] parameter(3)
+  sizes = s32[3] parameter(4)
+  qx = {quant.format(tokens * m)} custom-call(x, sx, sizes), custom_call_target="te_grouped_quantize_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{q}}}
+  qdy = {quant.format(tokens * n)} custom-call(dy, sdy, sizes), custom_call_target="te_grouped_quantize_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{q}}}
+  xcol = f8e4m3fn[{tokens * m}] get-tuple-element(qx), index=1
+  xsinv = f32[3] get-tuple-element(qx), index=2
+  dycol = f8e4m3fn[{tokens * n}] get-tuple-element(qdy), index=1
+  dysinv = f32[3] get-tuple-element(qdy), index=2
+  e = s32[0] constant({{}})
+  no_bias = f32[0] constant({{}})
+  offset = s32[1] constant({{0}})
+  cc = (f32[3,{m},{n}], u8[1024]) custom-call(xcol, xsinv, dycol, dysinv, no_bias, e, e, sizes, e, e, e, offset), custom_call_target="te_grouped_gemm_ffi", api_version=API_VERSION_TYPED_FFI, backend_config={{{gemm}}}
+  ROOT dw = f32[3,{m},{n}] get-tuple-element(cc), index=0
+}}
+"""
+    (got,) = run(text, [x, dy, sx, sdy, sizes])
+    xq, _, xsinv, _ = reference(x, sx, sizes, ml_dtypes.float8_e4m3fn)
+    dq, _, dsinv, _ = reference(dy, sdy, sizes, ml_dtypes.float8_e4m3fn)
+    xq, dq = xq.astype(np.float64).reshape(tokens, m), dq.astype(np.float64).reshape(tokens, n)
+    # Non-empty groups 0 and 2 hold scale_inv entries 0 and 1 (the compact walk both calls share).
+    want = np.stack([xq[0:4].T @ dq[0:4] * xsinv[0] * dsinv[0], np.zeros((m, n)),
+                     xq[4:10].T @ dq[4:10] * xsinv[1] * dsinv[1]])
+    # fp8 products exact in f32, ≤ 6-term sums, two power-of-two scalings: f32's tolerance.
+    assert_close(got, want.astype(np.float32))
