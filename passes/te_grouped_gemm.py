@@ -57,7 +57,7 @@ from passes.lib import rewrite
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
-from passes.lib.te_grouped import from_group_transposed, row_groups, s64
+from passes.lib.te_grouped import from_group_transposed, pick, row_groups, running_sums, s64
 from passes.lib.te_common import NO_SCALING, TENSOR_SCALING, attr, f32, is_fp8, placeholder, scaling_mode_name
 
 TARGET = "te_grouped_gemm_ffi"
@@ -72,25 +72,16 @@ _DIMS = ("lhs_first_dims", "lhs_last_dims", "rhs_first_dims", "rhs_last_dims")
 
 def _compact_index(sizes: ir.Value) -> ir.Value:
     """[G] s64: for each group, how many groups before it are non-empty."""
-    s64 = ir.IntegerType.get_signless(64)
     g = builders.shape_of(sizes)[0]
-    nonempty = builders.convert(builders.compare(builders.convert(sizes, s64), builders.scalar_constant(0, s64, [g]),
-                                                 "GT", "SIGNED"), s64)
-    square = [g, g]
-    before = builders.compare(builders.iota(s64, square, 1), builders.iota(s64, square, 0), "LT", "SIGNED")
-    spread = builders.broadcast_in_dim(nonempty, square, [1])
-    return builders.reduce(builders.select(before, spread, builders.scalar_constant(0, s64, square)), [1])
+    nonempty = builders.compare(builders.convert(sizes, s64()), builders.scalar_constant(0, s64(), [g]), "GT",
+                                "SIGNED")
+    return running_sums(builders.convert(nonempty, s64()), inclusive=False)
 
 
 def _per_group(sinv: ir.Value, index: ir.Value) -> ir.Value:
-    """[G] f32: sinv (flattened) at each group's index (a one-hot sum; 0 past its end)."""
-    s64 = ir.IntegerType.get_signless(64)
+    """[G] f32: sinv (flattened) at each group's index (0 past its end)."""
     flat = builders.convert(builders.reshape(sinv, [math.prod(builders.shape_of(sinv))]), f32())
-    g, n = builders.shape_of(index)[0], builders.shape_of(flat)[0]
-    hit = builders.compare(builders.broadcast_in_dim(index, [g, n], [0]), builders.iota(s64, [g, n], 1), "EQ",
-                           "SIGNED")
-    values = builders.broadcast_in_dim(flat, [g, n], [1])
-    return builders.reduce(builders.select(hit, values, builders.scalar_constant(0.0, f32(), [g, n])), [1])
+    return pick(flat, index, f32())
 
 
 def _copied_sizes(sizes: ir.Value) -> bool:
