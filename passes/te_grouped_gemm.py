@@ -1,7 +1,7 @@
 """te-grouped-gemm: Transformer Engine's `te_grouped_gemm_ffi` (GroupedDense: one GEMM per
 MoE expert) → a ragged dot (converter.mlir.ragged_dot) in f32.
 
-Signature as in NVIDIA/TransformerEngine transformer_engine/jax/csrc/extensions/gemm.cpp
+Signature (TE 2.15 on) as in NVIDIA/TransformerEngine transformer_engine/jax/csrc/extensions/gemm.cpp
 (GroupedGemmFFI and its handler) and jax/cpp_extensions/gemm.py (GroupedGemmPrimitive):
 (lhs, lhs_scale_inv, rhs, rhs_scale_inv, bias, lhs_first_dims, lhs_last_dims,
 rhs_first_dims, rhs_last_dims, out_first_dims, out_last_dims, group_offset) → (output,
