@@ -42,6 +42,7 @@ from passes import (  # noqa: F401  (each module registers its passes)
     te_fused_attention,
     te_gemm,
     te_grouped_gemm,
+    te_grouped_quantize,
     te_norm,
     te_quantize,
     te_refused,

@@ -15,23 +15,19 @@ from passes.lib.walks import WalkTracker
 _EP = ("expert-parallel token exchange (ep.cpp): dispatch/combine move tokens between GPUs through TE's NCCL-EP "
        "communicator, whose routing state lives in the process, not in the dump; run the model without "
        "TE expert parallelism (tokens routed by JAX collectives) to convert it")
-_GROUPED = ("grouped (per-expert) GEMM v2 (nvte_grouped_gemm with per-group alpha/beta) / grouped quantize / "
-            "async group-size copy: not converted yet; te_grouped_gemm_ffi (TE's default) and the ungrouped "
-            "te_gemm / te_dbias_quantize calls are (run with TE's v1 grouped GEMM, a per-expert loop or "
-            "jax.lax.ragged_dot)")
+_GROUPED_QUANTIZE_V2 = ("grouped MXFP8 quantize v2 (nvte_group_quantize, scales written pre-swizzled for cuBLAS): not "
+                        "converted; te_grouped_quantize_ffi with delayed or current tensor scaling is")
 
 REASONS: dict[str, str] = {
     "te_ep_prepare_ffi": _EP, "te_ep_dispatch_ffi": _EP, "te_ep_combine_ffi": _EP,
     "te_ep_dispatch_bwd_ffi": _EP, "te_ep_combine_bwd_ffi": _EP,
-    "te_grouped_gemm_v2_ffi": _GROUPED,
-    "te_grouped_gemm_d2h_group_sizes_ffi": _GROUPED, "te_grouped_quantize_ffi": _GROUPED,
-    "te_grouped_quantize_v2_ffi": _GROUPED,
+    "te_grouped_quantize_v2_ffi": _GROUPED_QUANTIZE_V2,
     "te_rht_amax_ffi": "NVFP4's random-Hadamard-transform amax: the random Hadamard transform is not converted "
                        "(NVFP4 quantization without it is)",
 }
 
 
-@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped GEMM v2 / quantize, RHT amax): "
+@register_pass("te-refused", "Transformer Engine calls not converted (te_ep_*, grouped MXFP8 quantize v2, RHT amax): "
                "refused by name with the reason", targets=tuple(REASONS), preserves={Fact.CALL_TARGETS, Fact.USES})
 def refuse_te_calls(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
     (calls,) = walks.custom_calls_of(tuple(REASONS))

@@ -49,6 +49,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = (
     "te-fused-attention",
     "te-gemm",
     "te-grouped-gemm",
+    "te-grouped-quantize",
     "te-norm",
     "te-softmax",
     "te-activation",

@@ -55,3 +55,16 @@ module {
   }
 }
 // ERROR: lhs_is_trans=true in the forward (lhs-ragged) grouped GEMM: not converted
+
+// -----
+
+// The async group-size copy: TE copies the sizes to its host buffer and writes nothing to
+// the result XLA aliases to the operand, so the result is the operand.
+module {
+  func.func @main(%sizes: tensor<4xi32>) -> tensor<4xi32> {
+    %0 = stablehlo.custom_call @te_grouped_gemm_d2h_group_sizes_ffi(%sizes) {api_version = 4 : i32, mhlo.backend_config = {num_gemms = 4 : i64}, output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [], operand_index = 0, operand_tuple_indices = []>]} : (tensor<4xi32>) -> tensor<4xi32>
+    return %0 : tensor<4xi32>
+  }
+}
+// CHECK-LABEL: func.func @main
+// CHECK-NEXT:  return %arg0 : tensor<4xi32>

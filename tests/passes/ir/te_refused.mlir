@@ -1,6 +1,6 @@
 // PASSES: te-refused
 // te-refused fails on the Transformer Engine calls that are not converted (expert-parallel
-// te_ep_*, grouped GEMM v2 / grouped quantize, NVFP4's RHT amax), naming the call and the
+// te_ep_*, grouped MXFP8 quantize v2, NVFP4's RHT amax), naming the call and the
 // reason, so a TE dump stops at the first such call with what the user can do.  A module
 // without them passes through unchanged, TE calls other passes own included.
 
@@ -18,16 +18,17 @@ module {
 
 // -----
 
-// Grouped GEMM v2: refused, pointing at the v1 call TE uses by default.
+// Grouped MXFP8 quantize v2: refused (its scales are written pre-swizzled for cuBLAS),
+// pointing at the grouped quantize that is converted.
 module {
   func.func @main(%arg0: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
-    %0 = stablehlo.custom_call @te_grouped_gemm_v2_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+    %0 = stablehlo.custom_call @te_grouped_quantize_v2_ffi(%arg0) {api_version = 4 : i32} : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
     return %0 : tensor<4x8xbf16>
   }
 }
-// ERROR: te_grouped_gemm_v2_ffi
-// ERROR: not converted: grouped (per-expert) GEMM v2
-// ERROR: te_grouped_gemm_ffi (TE's default)
+// ERROR: te_grouped_quantize_v2_ffi
+// ERROR: not converted: grouped MXFP8 quantize v2
+// ERROR: te_grouped_quantize_ffi with delayed or current tensor scaling is
 
 // -----
 

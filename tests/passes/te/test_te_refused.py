@@ -9,7 +9,6 @@ from passes import PassError
 
 
 @pytest.mark.parametrize("target, why", [("te_ep_dispatch_ffi", "expert-parallel"),
-                                         ("te_grouped_gemm_v2_ffi", "grouped"),
                                          ("te_grouped_quantize_v2_ffi", "grouped")])
 def test_refused_te_calls_name_the_call_and_reason(target, why):
     text = f"""HloModule te_refused
