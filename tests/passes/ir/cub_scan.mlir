@@ -45,7 +45,7 @@ module {
 
 // -----
 
-// Refused: a reversed scan (no source shows the reversed kernel's meaning).
+// Refused: a reversed scan (XLA's CUB scan handler runs forward scans only).
 module {
   func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
     %0:2 = stablehlo.custom_call @xla.gpu.ext.cub_scan(%x) {mhlo.backend_config = {column_length = 1 : i64, is_reverse = true, kind = 1 : i32, row_length = 8 : i64, vector_length = 1 : i64}} : (tensor<8xf32>) -> (tensor<8xf32>, tensor<767xui8>)
@@ -54,4 +54,4 @@ module {
 }
 // ERROR: :51:
 // ERROR: custom-call xla.gpu.ext.cub_scan
-// ERROR: backend_config.is_reverse=true is not supported
+// ERROR: backend_config.is_reverse=true: XLA's CUB scan handler
