@@ -20,6 +20,11 @@ computes with a NaN or Inf from inputs that hold none: the origin of the non-fin
 module whose result differs (compare's tolerance) from B's value of the instruction matched
 with its root, while every parameter holds a matched instruction whose values agree in A
 and B: what changed between the dumps stays in the module.
+
+A multi-device (SPMD or replicated) dump is bisected on one device's program (`--device D`):
+the values are that device's, and a collective (or replica-id/partition-id) is never
+computed in a candidate (its value depends on the other devices) but cut at: a candidate
+that would hold one computes its root from the collectives' values on device D instead.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from converter.common.errors import ConverterError, SourceLocation, UsageError, diagnostic
-from converter.hlo.ir import Computation, Module
-from converter.tools.extract import ExtractError, cut_instructions, extract_module, inputs_path_for
+from converter.hlo.ir import Computation, Module, split_operand
+from converter.tools.extract import (DEVICE_DEPENDENT, ExtractError, cut_between, cut_instructions, extract_module,
+                                     inputs_path_for)
 
 if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
     import numpy as np
@@ -125,9 +131,10 @@ class DivergesCheck(Check):
     parameter holds a matched instruction whose values agree in A and B: the change
     between the dumps is inside the module, not upstream of it."""
 
-    def __init__(self, path_b: str, program_loader_b=None):
+    def __init__(self, path_b: str, program_loader_b=None, device: int = 0):
         self.path_b = path_b
         self.program_loader_b = program_loader_b
+        self.device = device
 
     def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
         from converter.hlo.parser import parse_hlo_file
@@ -137,7 +144,7 @@ class DivergesCheck(Check):
         keyed_a, keyed_b = keyed(hlo, flatten(hlo)), keyed(hlo_b, flatten(hlo_b))
         self.match = {keyed_a[k].name: keyed_b[k].name for k in keyed_a if k in keyed_b}
         self.values_a = values
-        self.values_b, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b)
+        self.values_b, _, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b, self.device)
 
     def _agree(self, a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         import numpy as np
@@ -165,8 +172,9 @@ class DivergesCheck(Check):
 
 
 def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
-                program_loader=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray]]:
-    """Every instruction's value (array leaves) in one run of the dump, and its inputs."""
+                program_loader=None, device: int = 0) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray], int]:
+    """Every instruction's value (array leaves) in one run of the dump (of a multi-device
+    one: on `device`), its inputs, and how many devices it runs on."""
     import numpy as np
 
     from converter.importer.core import ImportOptions
@@ -181,10 +189,9 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
         from converter.runtime.program import program_from_module
 
         program = program_from_module(convert_module(hlo, import_options=ImportOptions(taps=request)), hlo, path)
-    if program.num_devices > 1:
-        raise ConverterError(diagnostic(SourceLocation(path),
-                                        "bisect takes single-device modules; this one runs on "
-                                        f"{program.num_devices} devices (extract a device's instruction first)"))
+    devices = program.num_devices
+    if not 0 <= device < devices:
+        raise UsageError(f"--device {device}: the module runs on devices 0..{devices - 1}")
     if arrays is None:
         from converter.runtime.inputs import build_inputs
 
@@ -193,18 +200,38 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
     values: dict[str, list[np.ndarray]] = {}
     for spec, out in zip(program.results, outputs):
         if spec.name.startswith("tap:"):
-            values.setdefault(spec.name[4:].split("#")[0], []).append(np.asarray(out))
-    return values, list(arrays)
+            value = np.asarray(out)
+            # A multi-device run's taps have a leading axis per device.
+            values.setdefault(spec.name[4:].split("#")[0], []).append(value[device] if devices > 1 else value)
+    return values, list(arrays), devices
+
+
+def _device_frontier(comp: Computation, name: str) -> list[str]:
+    """The device-dependent instructions (collectives, replica/partition ids) that `name`
+    reaches walking back through operands without passing another one: where a one-device
+    candidate of a multi-device module is cut (their values on the device become parameters)."""
+    seen, frontier, todo = {name}, [], [name]
+    while todo:
+        for operand in comp.by_name[todo.pop()].operands:
+            base = split_operand(operand)[0]
+            if base in seen:
+                continue
+            seen.add(base)
+            if comp.by_name[base].opcode in DEVICE_DEPENDENT:
+                frontier.append(base)
+            else:
+                todo.append(base)
+    return frontier
 
 
 def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[np.ndarray] | None = None,
            seed: int = 0, inputs_path: str | None = None, program_loader=None,
-           progress: Callable[[str], None] | None = None) -> BisectResult:
+           progress: Callable[[str], None] | None = None, device: int = 0) -> BisectResult:
     if hlo is None:
         from converter.hlo.parser import parse_hlo_file
 
         hlo = parse_hlo_file(path)
-    values, arrays = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader)
+    values, arrays, devices = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader, device)
     check.prepare(hlo, values, arrays)
     checks = 0
     cache: dict[tuple[str, int], Candidate | None] = {}
@@ -213,9 +240,18 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         key = (name, producers)
         if key not in cache:
             try:
-                text, inputs, held = extract_module(hlo, name, values, producers=producers)
-                size = len(cut_instructions(comp, comp.by_name[name], producers))
-                cache[key] = Candidate(text, inputs, name, producers, size, held)
+                instr = comp.by_name[name]
+                cut = cut_instructions(comp, instr, producers)
+                cut_from = None
+                if devices > 1 and any(i.opcode in DEVICE_DEPENDENT for i in cut):
+                    if instr.opcode in DEVICE_DEPENDENT:
+                        raise ExtractError(f"%{name} depends on the other devices")
+                    # Its producers reach a collective: cut there (its value on the device),
+                    # whatever the levels asked (more levels cut at the same place).
+                    cut_from = _device_frontier(comp, name)
+                    cut = cut_between(comp, instr, cut_from, path)
+                text, inputs, held = extract_module(hlo, name, values, producers=producers, cut_from=cut_from)
+                cache[key] = Candidate(text, inputs, name, producers, len(cut), held)
             except (ExtractError, KeyError):  # not extractable, or an operand without a value
                 cache[key] = None
         return cache[key]
@@ -248,7 +284,10 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     if last is None:
         raise ConverterError(diagnostic(SourceLocation(path),
                                         f"the check passes on the whole module (root %{comp.root.name} and the "
-                                        f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep"))
+                                        f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep"
+                                        + (f" (device {device}'s program of {devices}, computed from its collectives' "
+                                           "values: a failure only a collective itself shows is not one bisect can keep)"
+                                           if devices > 1 else "")))
     best = candidate(comp, roots[last], everything)
     while True:
         everything = len(comp.instructions)
@@ -303,7 +342,7 @@ def add_bisect_parser(sub) -> None:
                                    "write OUT.hlo (plain HLO XLA runs on CPU) and OUT.inputs.npz (arg0..argN, "
                                    "the values of the run).  Exit 0 written; 1 the check passes on the whole "
                                    "module.")
-    p.add_argument("dump", help="HLO text dump (or XLA proto), single-device")
+    p.add_argument("dump", help="HLO text dump (or XLA proto)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--check", metavar="CMD",
                    help="shell command run on each candidate ({hlo}, {inputs}: its files; appended when absent); "
@@ -316,6 +355,8 @@ def add_bisect_parser(sub) -> None:
     p.add_argument("--inputs", metavar="IN.npz", help="the dump's inputs keyed arg0..argN (default: random from --seed)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="the module; its inputs go to OUT.inputs.npz")
+    p.add_argument("--device", type=int, default=0, metavar="D",
+                   help="of a multi-device dump: bisect device D's program (its values; collectives are cut at)")
     p.add_argument("--verbose", action="store_true", help="print each check")
 
 
@@ -340,11 +381,11 @@ def cmd_bisect(args) -> int:
         if args.check:
             check = CommandCheck(args.check, tmp)
         elif args.diverges_from:
-            check = DivergesCheck(args.diverges_from)
+            check = DivergesCheck(args.diverges_from, device=args.device)
         else:
             check = NonfiniteCheck()
         result = bisect(args.dump, check, hlo=hlo, seed=args.seed, inputs_path=args.inputs, program_loader=tapped_program_loader(args),
-                        progress=progress)
+                        progress=progress, device=args.device)
     npz_path = inputs_path_for(args.output)
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.best.inputs)})

@@ -149,3 +149,32 @@ def test_diverges_from_keeps_a_changed_constant(tmp_path_factory, case):
         return
     assert re.search(rf"%{re.escape(name)}(\.\d+)? = f32\[\] constant\(", result.best.text), result.best.text
     assert result.best.size < result.original_size
+
+
+def test_a_multi_device_dump_is_bisected_on_one_devices_program(tmp_path, capsys):
+    """sm_psum_pmean_pmax (4 partitions): the multiply of the pmean fusion, on device 2,
+    computed from psum_invariant.14's value there (the all-reduce is cut at, never computed
+    on one device).  NumPy: the parameter holds the sum of the 4 shards; XLA runs the module
+    to a quarter of it."""
+    from converter.tools.cli import main
+
+    dump = os.path.join(CPU, "sm_psum_pmean_pmax.hlo")
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3) / 7  # per device, stacked (as run --inputs)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    out = tmp_path / "small.hlo"
+    args = ["bisect", dump, "--inputs", str(tmp_path / "in.npz"), "-o", str(out), "--device", "2"]
+    assert main(args + ["--check", "grep -q ' multiply(' {hlo} && exit 1 || exit 0"]) == 0
+    text = out.read_text()
+    assert "all-reduce" not in text and " multiply(" in text
+    with np.load(tmp_path / "small.inputs.npz") as npz:
+        inputs = [npz[f"arg{i}"] for i in range(len(npz.files))]
+    psum = x.sum(axis=0)
+    assert any(np.allclose(a, psum, rtol=1e-6) for a in inputs), inputs  # f32 sum of 4: a few ulps
+    (got,) = run_with_xla(text, inputs)
+    np.testing.assert_allclose(got, psum * np.float32(0.25), rtol=1e-6)
+    # Only a collective shows this failure: no one-device candidate keeps it, and it says so.
+    assert main(args + ["--check", "grep -q ' all-reduce(' {hlo} && exit 1 || exit 0"]) == 1
+    err = capsys.readouterr().err
+    assert "device 2's program of 4" in err and "sm_psum_pmean_pmax.hlo" in err
+    assert main(args[:-1] + ["7", "--find-nonfinite"]) == 2
+    assert "--device 7: the module runs on devices 0..3" in capsys.readouterr().err
