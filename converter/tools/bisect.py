@@ -65,16 +65,28 @@ class BisectResult:
     original_size: int
     checks: int
     trail: list[str] = field(default_factory=list)
+    # The while bodies the result is inside, outer first, with the iteration chosen in each.
+    iterations: list[tuple[str, int]] = field(default_factory=list)
 
 
 class Check:
     """Whether a candidate module still shows the failure."""
+
+    # Whether bisect may enter a while loop at an iteration of its choice (the check reads
+    # nothing but the candidate).
+    enters_loops = True
 
     def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
         """Called once with the dump's run (every instruction's value, and the inputs)."""
 
     def fails(self, candidate: Candidate) -> bool:
         raise NotImplementedError
+
+    def failed_by(self, candidate: Candidate) -> bool:
+        """Whether the failure has happened by this candidate's iteration (bisect's search for
+        the iteration to enter a loop at assumes this stays true once true): the check itself,
+        for a failure that stays in the values."""
+        return self.fails(candidate)
 
 
 class CommandCheck(Check):
@@ -124,12 +136,22 @@ class NonfiniteCheck(Check):
             return False
         return _nonfinite(run_with_xla(candidate.text, candidate.inputs))
 
+    def failed_by(self, candidate: Candidate) -> bool:
+        # A NaN in a loop's state stays there, but the iterations after its origin read it in
+        # their inputs (no origin there): by iteration k is a non-finite result, whatever the inputs.
+        from converter.runtime.xla_oracle import run_with_xla
+
+        return _nonfinite(run_with_xla(candidate.text, candidate.inputs))
+
 
 class DivergesCheck(Check):
     """XLA's result of the candidate differs (compare's tolerance) from B's value of the
     instruction matched with its root (matched as `compare` matches them), while every
     parameter holds a matched instruction whose values agree in A and B: the change
     between the dumps is inside the module, not upstream of it."""
+
+    # B's values are those of its loops' last iterations.
+    enters_loops = False
 
     def __init__(self, path_b: str, program_loader_b=None, device: int = 0):
         self.path_b = path_b
@@ -172,7 +194,8 @@ class DivergesCheck(Check):
 
 
 def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
-                program_loader=None, device: int = 0) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray], int]:
+                program_loader=None, device: int = 0,
+                request=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray], int]:
     """Every instruction's value (array leaves) in one run of the dump (of a multi-device
     one: on `device`), its inputs, and how many devices it runs on."""
     import numpy as np
@@ -180,8 +203,8 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, resolve
 
-    plan = resolve(TapRequest(regex="."), hlo)
-    request = TapRequest(names=plan.names)
+    if request is None:
+        request = TapRequest(names=resolve(TapRequest(regex="."), hlo).names)
     if program_loader is not None:
         program = program_loader(ImportOptions(taps=request))
     else:
@@ -224,6 +247,27 @@ def _device_frontier(comp: Computation, name: str) -> list[str]:
     return frontier
 
 
+def _loop_values(path: str, hlo: Module, arrays: list[np.ndarray], program_loader, device: int,
+                 bodies: list[str], chosen: list[int], trips: int) -> dict[str, list[np.ndarray]]:
+    """The values of the instructions inside the innermost of `bodies` (outer first; what it
+    inlines too, not deeper loops) at every one of its `trips` iterations, the loops around
+    it at their `chosen` iterations: per instruction, its leaves with a leading iteration
+    axis (the --tap-iterations machinery)."""
+    from converter.importer.taps import TapRequest, resolve, tap_path
+
+    names = []
+    for comp in hlo.computations:
+        ok, _, around = tap_path(hlo, comp, False)
+        if ok and list(reversed(around)) == bodies:
+            names += [i.name for i in comp.instructions]
+    plan = resolve(TapRequest(regex="."), hlo)
+    names = [n for n in names if n in plan.instructions]
+    request = TapRequest(names=names, iterations=[(k, 1) for k in chosen] + [(0, trips)])
+    values, _, _ = _tapped_run(path, hlo, arrays, 0, None, program_loader, device, request)
+    depth = len(chosen)
+    return {n: [v.reshape(v.shape[depth:]) for v in leaves] for n, leaves in values.items()}
+
+
 def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[np.ndarray] | None = None,
            seed: int = 0, inputs_path: str | None = None, program_loader=None,
            progress: Callable[[str], None] | None = None, device: int = 0) -> BisectResult:
@@ -234,10 +278,14 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     values, arrays, devices = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader, device)
     check.prepare(hlo, values, arrays)
     checks = 0
-    cache: dict[tuple[str, int], Candidate | None] = {}
+    # Inside while bodies: the loops entered, outer first, and the iteration chosen in each
+    # (candidates there take the instructions' values at those iterations).
+    bodies: list[str] = []
+    chosen: list[int] = []
+    cache: dict[tuple[str, int, tuple[int, ...]], Candidate | None] = {}
 
     def candidate(comp: Computation, name: str, producers: int) -> Candidate | None:
-        key = (name, producers)
+        key = (name, producers, tuple(chosen))
         if key not in cache:
             try:
                 instr = comp.by_name[name]
@@ -256,11 +304,11 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
                 cache[key] = None
         return cache[key]
 
-    verdicts: dict[tuple[str, int], bool] = {}
+    verdicts: dict[tuple[str, int, tuple[int, ...]], bool] = {}
 
     def fails(comp: Computation, name: str, producers: int) -> bool:
         nonlocal checks
-        key = (name, producers)
+        key = (name, producers, tuple(chosen))
         if key not in verdicts:
             c = candidate(comp, name, producers)
             if c is None:
@@ -269,7 +317,8 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
                 checks += 1
                 verdicts[key] = check.fails(c)
                 if progress:
-                    progress(f"check {checks}: %{name} with {producers} level(s) of producers "
+                    at = "".join(f" (iteration {k} of {b})" for b, k in zip(bodies, chosen))
+                    progress(f"check {checks}: %{name}{at} with {producers} level(s) of producers "
                              f"({c.size} instruction(s)): {'fails' if verdicts[key] else 'passes'}")
         return verdicts[key]
 
@@ -311,11 +360,60 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             else:
                 lo = mid + 1
         found = candidate(comp, root, hi)
-        assert found is not None and verdicts[(root, hi)]
+        assert found is not None and verdicts[(root, hi, tuple(chosen))]
         best = found
-        trail.append(f"%{root} in {comp.name} with {hi} level(s) of producers: {found.size} instruction(s)")
+        at = "".join(f", iteration {k} of {b}" for b, k in zip(bodies, chosen))
+        trail.append(f"%{root} in {comp.name}{at} with {hi} level(s) of producers: {found.size} instruction(s)")
         instr = comp.by_name[root]
         inner = [c for key, c in _called(instr, hlo) if (instr.opcode, key) in ENTERED]
+        if not inner and instr.opcode == "while":
+            body = next(c for key, c in _called(instr, hlo) if key == "body")
+            trips = trip_count(hlo, comp, instr)
+            if not check.enters_loops:
+                trail.append(f"%{root} not entered: the check compares with B's values at the last iteration")
+                break
+            if not trips:
+                trail.append(f"%{root} not entered: its trip count is not in the dump (XLA's known_trip_count or a "
+                             "counter < constant condition)" if trips is None else f"%{root} runs no iteration")
+                break
+            loop_values = _loop_values(path, hlo, arrays, program_loader, device, bodies + [body], chosen, trips)
+            inner_comp = hlo.by_name[body]
+            inner_roots = [i.name for i in inner_comp.instructions if i.opcode != "parameter"]
+            bodies.append(body)
+
+            def failed_by(k: int) -> bool:
+                nonlocal checks
+                chosen.append(k)
+                values.update({n: [v[k] for v in leaves] for n, leaves in loop_values.items()})
+                c = candidate(inner_comp, inner_roots[-1], len(inner_comp.instructions)) if inner_roots else None
+                chosen.pop()
+                checks += c is not None
+                return c is not None and check.failed_by(c)
+
+            # The first iteration by which the body's result shows the failure (binary
+            # search, the failure assumed to stay once there, as along the instructions).
+            if not failed_by(trips - 1):
+                bodies.pop()
+                trail.append(f"%{root} not entered: its body's result passes the check at its last iteration")
+                break
+            lo, hi = 0, trips - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if failed_by(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            chosen.append(hi)
+            values.update({n: [v[hi] for v in leaves] for n, leaves in loop_values.items()})
+            if not fails(inner_comp, inner_roots[-1], len(inner_comp.instructions)):
+                chosen.pop()
+                bodies.pop()
+                trail.append(f"%{root} not entered: its body's result at iteration {hi}, the first showing the "
+                             "failure, does not fail the check")
+                break
+            comp, roots = inner_comp, inner_roots
+            last = len(roots) - 1
+            continue
         if not inner:
             break
         # Enter the fusion or call: its root computes the same value from the same operands.
@@ -326,7 +424,13 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             break
         last = len(roots) - 1
     original = sum(len(c.instructions) for c in hlo.computations)
-    return BisectResult(best, original, checks, trail)
+    return BisectResult(best, original, checks, trail, list(zip(bodies, chosen)))
+
+
+def trip_count(hlo: Module, caller: Computation, loop) -> int | None:
+    from converter.importer.taps import trip_count as count
+
+    return count(hlo, caller, loop)
 
 
 def _called(instr, hlo: Module) -> list[tuple[str, str]]:
