@@ -8,7 +8,10 @@ constants; here: parameters, whose values go to OUT.inputs.npz).  Every candidat
 `extract`'s module (converter/tools/extract.py: plain HLO XLA's CPU compiler runs) of one
 instruction with N levels of its producers, its operands' values taken from one run of
 the dump with every instruction tapped.  A fusion or call chosen as the root is entered
-and its own instructions searched the same way.  The search assumes that once the check
+and its own instructions searched the same way; a while loop with a known trip count is
+entered at the first iteration by which its body's result shows the failure (a binary
+search over iterations, with the body's values at every iteration from a second run tapped
+as --tap-iterations taps).  The search assumes that once the check
 fails at an instruction it fails at those after it that read it (as hlo_bisect does); the
 module written always failed the check.
 
