@@ -181,7 +181,7 @@ def test_a_multi_device_dump_is_bisected_on_one_devices_program(tmp_path, capsys
     assert "--device 7: the module runs on devices 0..3" in capsys.readouterr().err
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_nan_planted_at_an_iteration_of_a_loop_nest_is_kept_at_that_iteration(data):
     """find-nonfinite's generated loop nests (tests/tools/test_nonfinite.py): bisect enters
