@@ -284,6 +284,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     # Inside while bodies: the loops entered, outer first, and the iteration chosen in each
     # (candidates there take the instructions' values at those iterations).
     bodies: list[str] = []
+    loops: list[str] = []  # the while instruction of each body
     chosen: list[int] = []
     cache: dict[tuple[str, int, tuple[int, ...]], Candidate | None] = {}
 
@@ -320,7 +321,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
                 checks += 1
                 verdicts[key] = check.fails(c)
                 if progress:
-                    at = "".join(f" (iteration {k} of {b})" for b, k in zip(bodies, chosen))
+                    at = "".join(f" (iteration {k} of %{w})" for w, k in zip(loops, chosen))
                     progress(f"check {checks}: %{name}{at} with {producers} level(s) of producers "
                              f"({c.size} instruction(s)): {'fails' if verdicts[key] else 'passes'}")
         return verdicts[key]
@@ -365,7 +366,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         found = candidate(comp, root, hi)
         assert found is not None and verdicts[(root, hi, tuple(chosen))]
         best = found
-        at = "".join(f", iteration {k} of {b}" for b, k in zip(bodies, chosen))
+        at = "".join(f", iteration {k} of %{w}" for w, k in zip(loops, chosen))
         trail.append(f"%{root} in {comp.name}{at} with {hi} level(s) of producers: {found.size} instruction(s)")
         instr = comp.by_name[root]
         inner = [c for key, c in _called(instr, hlo) if (instr.opcode, key) in ENTERED]
@@ -383,6 +384,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             inner_comp = hlo.by_name[body]
             inner_roots = [i.name for i in inner_comp.instructions if i.opcode != "parameter"]
             bodies.append(body)
+            loops.append(root)
 
             def failed_by(k: int) -> bool:
                 nonlocal checks
@@ -397,6 +399,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             # search, the failure assumed to stay once there, as along the instructions).
             if not failed_by(trips - 1):
                 bodies.pop()
+                loops.pop()
                 trail.append(f"%{root} not entered: its body's result passes the check at its last iteration")
                 break
             lo, hi = 0, trips - 1
@@ -411,6 +414,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             if not fails(inner_comp, inner_roots[-1], len(inner_comp.instructions)):
                 chosen.pop()
                 bodies.pop()
+                loops.pop()
                 trail.append(f"%{root} not entered: its body's result at iteration {hi}, the first showing the "
                              "failure, does not fail the check")
                 break
