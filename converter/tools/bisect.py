@@ -8,7 +8,10 @@ constants; here: parameters, whose values go to OUT.inputs.npz).  Every candidat
 `extract`'s module (converter/tools/extract.py: plain HLO XLA's CPU compiler runs) of one
 instruction with N levels of its producers, its operands' values taken from one run of
 the dump with every instruction tapped.  A fusion or call chosen as the root is entered
-and its own instructions searched the same way.  The search assumes that once the check
+and its own instructions searched the same way; a while loop with a known trip count is
+entered at the first iteration by which its body's result shows the failure (a binary
+search over iterations, with the body's values at every iteration from a second run tapped
+as --tap-iterations taps).  The search assumes that once the check
 fails at an instruction it fails at those after it that read it (as hlo_bisect does); the
 module written always failed the check.
 
@@ -20,6 +23,11 @@ computes with a NaN or Inf from inputs that hold none: the origin of the non-fin
 module whose result differs (compare's tolerance) from B's value of the instruction matched
 with its root, while every parameter holds a matched instruction whose values agree in A
 and B: what changed between the dumps stays in the module.
+
+A multi-device (SPMD or replicated) dump is bisected on one device's program (`--device D`):
+the values are that device's, and a collective (or replica-id/partition-id) is never
+computed in a candidate (its value depends on the other devices) but cut at: a candidate
+that would hold one computes its root from the collectives' values on device D instead.
 """
 
 from __future__ import annotations
@@ -31,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from converter.common.errors import ConverterError, SourceLocation, UsageError, diagnostic
-from converter.hlo.ir import Computation, Module
-from converter.tools.extract import ExtractError, cut_instructions, extract_module, inputs_path_for
+from converter.hlo.ir import Computation, Module, split_operand
+from converter.tools.extract import (DEVICE_DEPENDENT, ExtractError, cut_between, cut_instructions, extract_module,
+                                     inputs_path_for)
 
 if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
     import numpy as np
@@ -59,16 +68,28 @@ class BisectResult:
     original_size: int
     checks: int
     trail: list[str] = field(default_factory=list)
+    # The while bodies the result is inside, outer first, with the iteration chosen in each.
+    iterations: list[tuple[str, int]] = field(default_factory=list)
 
 
 class Check:
     """Whether a candidate module still shows the failure."""
+
+    # Whether bisect may enter a while loop at an iteration of its choice (the check reads
+    # nothing but the candidate).
+    enters_loops = True
 
     def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
         """Called once with the dump's run (every instruction's value, and the inputs)."""
 
     def fails(self, candidate: Candidate) -> bool:
         raise NotImplementedError
+
+    def failed_by(self, candidate: Candidate) -> bool:
+        """Whether the failure has happened by this candidate's iteration (bisect's search for
+        the iteration to enter a loop at assumes this stays true once true): the check itself,
+        for a failure that stays in the values."""
+        return self.fails(candidate)
 
 
 class CommandCheck(Check):
@@ -118,6 +139,13 @@ class NonfiniteCheck(Check):
             return False
         return _nonfinite(run_with_xla(candidate.text, candidate.inputs))
 
+    def failed_by(self, candidate: Candidate) -> bool:
+        # A NaN in a loop's state stays there, but the iterations after its origin read it in
+        # their inputs (no origin there): by iteration k is a non-finite result, whatever the inputs.
+        from converter.runtime.xla_oracle import run_with_xla
+
+        return _nonfinite(run_with_xla(candidate.text, candidate.inputs))
+
 
 class DivergesCheck(Check):
     """XLA's result of the candidate differs (compare's tolerance) from B's value of the
@@ -125,9 +153,13 @@ class DivergesCheck(Check):
     parameter holds a matched instruction whose values agree in A and B: the change
     between the dumps is inside the module, not upstream of it."""
 
-    def __init__(self, path_b: str, program_loader_b=None):
+    # B's values are those of its loops' last iterations.
+    enters_loops = False
+
+    def __init__(self, path_b: str, program_loader_b=None, device: int = 0):
         self.path_b = path_b
         self.program_loader_b = program_loader_b
+        self.device = device
 
     def prepare(self, hlo: Module, values: dict[str, list[np.ndarray]], arrays: list[np.ndarray]) -> None:
         from converter.hlo.parser import parse_hlo_file
@@ -137,7 +169,7 @@ class DivergesCheck(Check):
         keyed_a, keyed_b = keyed(hlo, flatten(hlo)), keyed(hlo_b, flatten(hlo_b))
         self.match = {keyed_a[k].name: keyed_b[k].name for k in keyed_a if k in keyed_b}
         self.values_a = values
-        self.values_b, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b)
+        self.values_b, _, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b, self.device)
 
     def _agree(self, a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         import numpy as np
@@ -165,15 +197,17 @@ class DivergesCheck(Check):
 
 
 def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
-                program_loader=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray]]:
-    """Every instruction's value (array leaves) in one run of the dump, and its inputs."""
+                program_loader=None, device: int = 0,
+                request=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray], int]:
+    """Every instruction's value (array leaves) in one run of the dump (of a multi-device
+    one: on `device`), its inputs, and how many devices it runs on."""
     import numpy as np
 
     from converter.importer.core import ImportOptions
     from converter.importer.taps import TapRequest, resolve
 
-    plan = resolve(TapRequest(regex="."), hlo)
-    request = TapRequest(names=plan.names)
+    if request is None:
+        request = TapRequest(names=resolve(TapRequest(regex="."), hlo).names)
     if program_loader is not None:
         program = program_loader(ImportOptions(taps=request))
     else:
@@ -181,10 +215,9 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
         from converter.runtime.program import program_from_module
 
         program = program_from_module(convert_module(hlo, import_options=ImportOptions(taps=request)), hlo, path)
-    if program.num_devices > 1:
-        raise ConverterError(diagnostic(SourceLocation(path),
-                                        "bisect takes single-device modules; this one runs on "
-                                        f"{program.num_devices} devices (extract a device's instruction first)"))
+    devices = program.num_devices
+    if not 0 <= device < devices:
+        raise UsageError(f"--device {device}: the module runs on devices 0..{devices - 1}")
     if arrays is None:
         from converter.runtime.inputs import build_inputs
 
@@ -193,38 +226,93 @@ def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: i
     values: dict[str, list[np.ndarray]] = {}
     for spec, out in zip(program.results, outputs):
         if spec.name.startswith("tap:"):
-            values.setdefault(spec.name[4:].split("#")[0], []).append(np.asarray(out))
-    return values, list(arrays)
+            value = np.asarray(out)
+            # A multi-device run's taps have a leading axis per device.
+            values.setdefault(spec.name[4:].split("#")[0], []).append(value[device] if devices > 1 else value)
+    return values, list(arrays), devices
+
+
+def _device_frontier(comp: Computation, name: str) -> list[str]:
+    """The device-dependent instructions (collectives, replica/partition ids) that `name`
+    reaches walking back through operands without passing another one: where a one-device
+    candidate of a multi-device module is cut (their values on the device become parameters)."""
+    seen, frontier, todo = {name}, [], [name]
+    while todo:
+        for operand in comp.by_name[todo.pop()].operands:
+            base = split_operand(operand)[0]
+            if base in seen:
+                continue
+            seen.add(base)
+            if comp.by_name[base].opcode in DEVICE_DEPENDENT:
+                frontier.append(base)
+            else:
+                todo.append(base)
+    return frontier
+
+
+def _loop_values(path: str, hlo: Module, arrays: list[np.ndarray], program_loader, device: int,
+                 bodies: list[str], chosen: list[int], trips: int) -> dict[str, list[np.ndarray]]:
+    """The values of the instructions inside the innermost of `bodies` (outer first; what it
+    inlines too, not deeper loops) at every one of its `trips` iterations, the loops around
+    it at their `chosen` iterations: per instruction, its leaves with a leading iteration
+    axis (the --tap-iterations machinery)."""
+    from converter.importer.taps import TapRequest, resolve, tap_path
+
+    names = []
+    for comp in hlo.computations:
+        ok, _, around = tap_path(hlo, comp, False)
+        if ok and list(reversed(around)) == bodies:
+            names += [i.name for i in comp.instructions]
+    plan = resolve(TapRequest(regex="."), hlo)
+    names = [n for n in names if n in plan.instructions]
+    request = TapRequest(names=names, iterations=[(k, 1) for k in chosen] + [(0, trips)])
+    values, _, _ = _tapped_run(path, hlo, arrays, 0, None, program_loader, device, request)
+    depth = len(chosen)
+    return {n: [v.reshape(v.shape[depth:]) for v in leaves] for n, leaves in values.items()}
 
 
 def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[np.ndarray] | None = None,
            seed: int = 0, inputs_path: str | None = None, program_loader=None,
-           progress: Callable[[str], None] | None = None) -> BisectResult:
+           progress: Callable[[str], None] | None = None, device: int = 0) -> BisectResult:
     if hlo is None:
         from converter.hlo.parser import parse_hlo_file
 
         hlo = parse_hlo_file(path)
-    values, arrays = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader)
+    values, arrays, devices = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader, device)
     check.prepare(hlo, values, arrays)
     checks = 0
-    cache: dict[tuple[str, int], Candidate | None] = {}
+    # Inside while bodies: the loops entered, outer first, and the iteration chosen in each
+    # (candidates there take the instructions' values at those iterations).
+    bodies: list[str] = []
+    loops: list[str] = []  # the while instruction of each body
+    chosen: list[int] = []
+    cache: dict[tuple[str, int, tuple[int, ...]], Candidate | None] = {}
 
     def candidate(comp: Computation, name: str, producers: int) -> Candidate | None:
-        key = (name, producers)
+        key = (name, producers, tuple(chosen))
         if key not in cache:
             try:
-                text, inputs, held = extract_module(hlo, name, values, producers=producers)
-                size = len(cut_instructions(comp, comp.by_name[name], producers))
-                cache[key] = Candidate(text, inputs, name, producers, size, held)
+                instr = comp.by_name[name]
+                cut = cut_instructions(comp, instr, producers)
+                cut_from = None
+                if devices > 1 and any(i.opcode in DEVICE_DEPENDENT for i in cut):
+                    if instr.opcode in DEVICE_DEPENDENT:
+                        raise ExtractError(f"%{name} depends on the other devices")
+                    # Its producers reach a collective: cut there (its value on the device),
+                    # whatever the levels asked (more levels cut at the same place).
+                    cut_from = _device_frontier(comp, name)
+                    cut = cut_between(comp, instr, cut_from, path)
+                text, inputs, held = extract_module(hlo, name, values, producers=producers, cut_from=cut_from)
+                cache[key] = Candidate(text, inputs, name, producers, len(cut), held)
             except (ExtractError, KeyError):  # not extractable, or an operand without a value
                 cache[key] = None
         return cache[key]
 
-    verdicts: dict[tuple[str, int], bool] = {}
+    verdicts: dict[tuple[str, int, tuple[int, ...]], bool] = {}
 
     def fails(comp: Computation, name: str, producers: int) -> bool:
         nonlocal checks
-        key = (name, producers)
+        key = (name, producers, tuple(chosen))
         if key not in verdicts:
             c = candidate(comp, name, producers)
             if c is None:
@@ -233,7 +321,8 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
                 checks += 1
                 verdicts[key] = check.fails(c)
                 if progress:
-                    progress(f"check {checks}: %{name} with {producers} level(s) of producers "
+                    at = "".join(f" (iteration {k} of %{w})" for w, k in zip(loops, chosen))
+                    progress(f"check {checks}: %{name}{at} with {producers} level(s) of producers "
                              f"({c.size} instruction(s)): {'fails' if verdicts[key] else 'passes'}")
         return verdicts[key]
 
@@ -248,7 +337,10 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
     if last is None:
         raise ConverterError(diagnostic(SourceLocation(path),
                                         f"the check passes on the whole module (root %{comp.root.name} and the "
-                                        f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep"))
+                                        f"{LAST_TRIES - 1} instruction(s) before it): there is no failure to keep"
+                                        + (f" (device {device}'s program of {devices}, computed from its collectives' "
+                                           "values: a failure only a collective itself shows is not one bisect can keep)"
+                                           if devices > 1 else "")))
     best = candidate(comp, roots[last], everything)
     while True:
         everything = len(comp.instructions)
@@ -272,11 +364,63 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             else:
                 lo = mid + 1
         found = candidate(comp, root, hi)
-        assert found is not None and verdicts[(root, hi)]
+        assert found is not None and verdicts[(root, hi, tuple(chosen))]
         best = found
-        trail.append(f"%{root} in {comp.name} with {hi} level(s) of producers: {found.size} instruction(s)")
+        at = "".join(f", iteration {k} of %{w}" for w, k in zip(loops, chosen))
+        trail.append(f"%{root} in {comp.name}{at} with {hi} level(s) of producers: {found.size} instruction(s)")
         instr = comp.by_name[root]
         inner = [c for key, c in _called(instr, hlo) if (instr.opcode, key) in ENTERED]
+        if not inner and instr.opcode == "while":
+            body = next(c for key, c in _called(instr, hlo) if key == "body")
+            trips = trip_count(hlo, comp, instr)
+            if not check.enters_loops:
+                trail.append(f"%{root} not entered: the check compares with B's values at the last iteration")
+                break
+            if not trips:
+                trail.append(f"%{root} not entered: its trip count is not in the dump (XLA's known_trip_count or a "
+                             "counter < constant condition)" if trips is None else f"%{root} runs no iteration")
+                break
+            loop_values = _loop_values(path, hlo, arrays, program_loader, device, bodies + [body], chosen, trips)
+            inner_comp = hlo.by_name[body]
+            inner_roots = [i.name for i in inner_comp.instructions if i.opcode != "parameter"]
+            bodies.append(body)
+            loops.append(root)
+
+            def failed_by(k: int) -> bool:
+                nonlocal checks
+                chosen.append(k)
+                values.update({n: [v[k] for v in leaves] for n, leaves in loop_values.items()})
+                c = candidate(inner_comp, inner_roots[-1], len(inner_comp.instructions)) if inner_roots else None
+                chosen.pop()
+                checks += c is not None
+                return c is not None and check.failed_by(c)
+
+            # The first iteration by which the body's result shows the failure (binary
+            # search, the failure assumed to stay once there, as along the instructions).
+            if not failed_by(trips - 1):
+                bodies.pop()
+                loops.pop()
+                trail.append(f"%{root} not entered: its body's result passes the check at its last iteration")
+                break
+            lo, hi = 0, trips - 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if failed_by(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            chosen.append(hi)
+            values.update({n: [v[hi] for v in leaves] for n, leaves in loop_values.items()})
+            if not fails(inner_comp, inner_roots[-1], len(inner_comp.instructions)):
+                chosen.pop()
+                bodies.pop()
+                loops.pop()
+                trail.append(f"%{root} not entered: its body's result at iteration {hi}, the first showing the "
+                             "failure, does not fail the check")
+                break
+            comp, roots = inner_comp, inner_roots
+            last = len(roots) - 1
+            continue
         if not inner:
             break
         # Enter the fusion or call: its root computes the same value from the same operands.
@@ -287,7 +431,13 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
             break
         last = len(roots) - 1
     original = sum(len(c.instructions) for c in hlo.computations)
-    return BisectResult(best, original, checks, trail)
+    return BisectResult(best, original, checks, trail, list(zip(bodies, chosen)))
+
+
+def trip_count(hlo: Module, caller: Computation, loop) -> int | None:
+    from converter.importer.taps import trip_count as count
+
+    return count(hlo, caller, loop)
 
 
 def _called(instr, hlo: Module) -> list[tuple[str, str]]:
@@ -303,7 +453,7 @@ def add_bisect_parser(sub) -> None:
                                    "write OUT.hlo (plain HLO XLA runs on CPU) and OUT.inputs.npz (arg0..argN, "
                                    "the values of the run).  Exit 0 written; 1 the check passes on the whole "
                                    "module.")
-    p.add_argument("dump", help="HLO text dump (or XLA proto), single-device")
+    p.add_argument("dump", help="HLO text dump (or XLA proto)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--check", metavar="CMD",
                    help="shell command run on each candidate ({hlo}, {inputs}: its files; appended when absent); "
@@ -316,6 +466,8 @@ def add_bisect_parser(sub) -> None:
     p.add_argument("--inputs", metavar="IN.npz", help="the dump's inputs keyed arg0..argN (default: random from --seed)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="the module; its inputs go to OUT.inputs.npz")
+    p.add_argument("--device", type=int, default=0, metavar="D",
+                   help="of a multi-device dump: bisect device D's program (its values; collectives are cut at)")
     p.add_argument("--verbose", action="store_true", help="print each check")
 
 
@@ -340,11 +492,11 @@ def cmd_bisect(args) -> int:
         if args.check:
             check = CommandCheck(args.check, tmp)
         elif args.diverges_from:
-            check = DivergesCheck(args.diverges_from)
+            check = DivergesCheck(args.diverges_from, device=args.device)
         else:
             check = NonfiniteCheck()
         result = bisect(args.dump, check, hlo=hlo, seed=args.seed, inputs_path=args.inputs, program_loader=tapped_program_loader(args),
-                        progress=progress)
+                        progress=progress, device=args.device)
     npz_path = inputs_path_for(args.output)
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.best.inputs)})

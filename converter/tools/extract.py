@@ -553,6 +553,9 @@ def add_extract_parser(sub) -> None:
                    help="write backend custom-calls as they are (XLA's CPU compiler cannot run them)")
     p.add_argument("--verify", action="store_true",
                    help="run OUT.hlo with XLA itself and compare with the tap of NAME bit for bit")
+    p.add_argument("--no-fma", action="store_true",
+                   help="run the dump (and --verify's XLA) with multiply-add contraction off (XLA_FLAGS="
+                        "--xla_cpu_max_isa=AVX), so a cut between a multiply and its add rounds as the full run does")
 
 
 def inputs_path_for(output: str) -> str:
@@ -592,6 +595,11 @@ def cmd_extract(args) -> int:
         folder = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(folder):
             raise UsageError(f"-o {args.output}: folder {folder} does not exist")
+    if args.no_fma:
+        # Before anything compiles: XLA reads the flag once per process (runtime/fp_contraction.py).
+        from converter.runtime.fp_contraction import turn_contraction_off
+
+        turn_contraction_off("extract --no-fma")
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
 
     result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
@@ -606,6 +614,10 @@ def cmd_extract(args) -> int:
                                      if result.loops else ""))
     print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
+    if args.no_fma:
+        from converter.runtime.fp_contraction import FLAG
+
+        print(f"values without multiply-add contraction: XLA_FLAGS={FLAG} runs {args.output} to the same bits")
     if not args.verify:
         return 0
     from converter.common.errors import ConverterError
@@ -631,6 +643,6 @@ def cmd_extract(args) -> int:
                         if g.shape == e.shape)
     print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({details or 'shapes differ'}); "
           "where the full run fused a producer across the cut (a multiply into an add: one rounding instead of "
-          "two) --producers 1 keeps it in the module")
+          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction")
     sys.stdout.flush()
     return 3

@@ -18,6 +18,7 @@ from converter.runtime.xla_oracle import run_with_xla
 from converter.tools.bisect import CommandCheck, NonfiniteCheck, bisect
 from converter.tools.cli import main
 from tests.helpers import assert_close
+from tests.tools.test_nonfinite import Nest, nest_hlo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CPU = os.path.join(ROOT, "tests", "dumps", "cpu")
@@ -149,3 +150,53 @@ def test_diverges_from_keeps_a_changed_constant(tmp_path_factory, case):
         return
     assert re.search(rf"%{re.escape(name)}(\.\d+)? = f32\[\] constant\(", result.best.text), result.best.text
     assert result.best.size < result.original_size
+
+
+def test_a_multi_device_dump_is_bisected_on_one_devices_program(tmp_path, capsys):
+    """sm_psum_pmean_pmax (4 partitions): the multiply of the pmean fusion, on device 2,
+    computed from psum_invariant.14's value there (the all-reduce is cut at, never computed
+    on one device).  NumPy: the parameter holds the sum of the 4 shards; XLA runs the module
+    to a quarter of it."""
+    from converter.tools.cli import main
+
+    dump = os.path.join(CPU, "sm_psum_pmean_pmax.hlo")
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3) / 7  # per device, stacked (as run --inputs)
+    np.savez(tmp_path / "in.npz", arg0=x)
+    out = tmp_path / "small.hlo"
+    args = ["bisect", dump, "--inputs", str(tmp_path / "in.npz"), "-o", str(out), "--device", "2"]
+    assert main(args + ["--check", "grep -q ' multiply(' {hlo} && exit 1 || exit 0"]) == 0
+    text = out.read_text()
+    assert "all-reduce" not in text and " multiply(" in text
+    with np.load(tmp_path / "small.inputs.npz") as npz:
+        inputs = [npz[f"arg{i}"] for i in range(len(npz.files))]
+    psum = x.sum(axis=0)
+    assert any(np.allclose(a, psum, rtol=1e-6) for a in inputs), inputs  # f32 sum of 4: a few ulps
+    (got,) = run_with_xla(text, inputs)
+    np.testing.assert_allclose(got, psum * np.float32(0.25), rtol=1e-6)
+    # Only a collective shows this failure: no one-device candidate keeps it, and it says so.
+    assert main(args + ["--check", "grep -q ' all-reduce(' {hlo} && exit 1 || exit 0"]) == 1
+    err = capsys.readouterr().err
+    assert "device 2's program of 4" in err and "sm_psum_pmean_pmax.hlo" in err
+    assert main(args[:-1] + ["7", "--find-nonfinite"]) == 2
+    assert "--device 7: the module runs on devices 0..3" in capsys.readouterr().err
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_nan_planted_at_an_iteration_of_a_loop_nest_is_kept_at_that_iteration(data):
+    """find-nonfinite's generated loop nests (tests/tools/test_nonfinite.py): bisect enters
+    each loop at the first iteration whose body computes the NaN (not the last) and keeps
+    the planted instruction; XLA computes the NaN from the written inputs, which hold none."""
+    trips = data.draw(st.lists(st.integers(2, 4), min_size=1, max_size=2))
+    depth = data.draw(st.integers(0, len(trips) - 1))
+    target = [data.draw(st.integers(0, t - 2)) for t in trips]  # never the last: that is what is new
+    nest = Nest(trips, depth, target, data.draw(st.booleans()), data.draw(st.integers(0, 1)))
+    text, planted, whiles = nest_hlo(nest)
+    hlo = parse_hlo(text, "nest.hlo")
+    result = bisect("nest.hlo", NonfiniteCheck(), hlo=hlo, arrays=[np.linspace(-1, 1, 4, dtype=np.float32)])
+    bodies = [w.replace("while_", "body_") for w in whiles]
+    assert result.iterations == list(zip(bodies, target[: depth + 1])), (result.trail, text)
+    assert f" {nest.op}(" in result.best.text
+    assert all(np.isfinite(a).all() for a in result.best.inputs if a.dtype.kind == "f")
+    got = run_with_xla(result.best.text, result.best.inputs)
+    assert any(a.dtype.kind == "f" and np.isnan(a).any() for a in got)
