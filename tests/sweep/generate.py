@@ -319,6 +319,56 @@ def programs() -> list[Program]:
         key = jax.random.wrap_key_data(kd, impl="rbg")
         return jax.random.uniform(key, (8, 8)), jax.random.bits(jax.random.fold_in(key, 3), (16,), jnp.uint32)
 
+    # --- batch 2: ops the catalog lacks ---------------------------------------------------------
+    @add("ragged_dot_groups", lambda r: [f32(r, 12, 8), f32(r, 3, 8, 5), np.array([5, 0, 7], np.int32)])
+    def ragged_dot_groups(x, w, sizes):
+        return lax.ragged_dot(x, w, sizes)
+
+    @add("approx_max_k", lambda r: [f32(r, 4, 256)])
+    def approx_max_k(x):
+        return lax.approx_max_k(x, 8, recall_target=0.95), lax.approx_min_k(x, 4)
+
+    @add("fp8_matmul_scaled", lambda r: [f32(r, 32, 64), f32(r, 64, 32), np.float32(0.5), np.float32(2.0)])
+    def fp8_matmul_scaled(a, b, sa, sb):
+        a8 = (a / sa).astype(jnp.float8_e4m3fn)
+        b8 = (b / sb).astype(jnp.float8_e4m3fn)
+        out = lax.dot_general(a8, b8, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        return out * sa * sb
+
+    @add("int4_matmul", lambda r: [r.integers(-8, 8, (16, 32)).astype(np.int8), f32(r, 32, 8)])
+    def int4_matmul(q, x):
+        w = q.astype(jnp.int4)
+        return jnp.dot(x.T, w.astype(jnp.float32).T).T, w.astype(jnp.int8)
+
+    @add("random_gamma_beta", lambda r: [np.array([0, 7], np.uint32), np.abs(f32(r, 6)) + 0.5])
+    def random_gamma_beta(kd, a):
+        key = jax.random.wrap_key_data(kd, impl="threefry2x32")
+        k1, k2 = jax.random.split(key)
+        return jax.random.gamma(k1, a), jax.random.truncated_normal(k2, -1.0, 2.0, (5,))
+
+    @add("nonzero_unique_sized", lambda r: [r.integers(0, 4, 20).astype(np.int32)])
+    def nonzero_unique_sized(x):
+        (nz,) = jnp.nonzero(x > 1, size=12, fill_value=-1)
+        u = jnp.unique(x, size=6, fill_value=-1)
+        return nz, u, jnp.bincount(x, length=5)
+
+    @add("gather_fill_oob", lambda r: [f32(r, 10, 4), r.integers(-3, 14, 9).astype(np.int32)])
+    def gather_fill_oob(x, i):
+        return (jnp.take(x, i, axis=0, mode="fill", fill_value=-7.0), x.at[i].get(mode="clip"),
+                x.at[i].add(1.0, mode="drop"))
+
+    @add("host_offload_remat", lambda r: [f32(r, 16, 32), f32(r, 32, 32, scale=0.2)])
+    def host_offload_remat(x, w):
+        from jax.ad_checkpoint import checkpoint_name
+        policy = jax.checkpoint_policies.save_and_offload_only_these_names(
+            names_which_can_be_saved=[], names_which_can_be_offloaded=["h"],
+            offload_src="device", offload_dst="pinned_host")
+
+        def f(w):
+            h = checkpoint_name(jnp.sin(x @ w), "h")
+            return jnp.sum(jnp.cos(h @ w))
+        return jax.grad(jax.checkpoint(f, policy=policy))(w)
+
     # --- multi-device ------------------------------------------------------------------------
     from jax.sharding import PartitionSpec as PS
 
@@ -354,6 +404,12 @@ def programs() -> list[Program]:
     P.append(Program("named_sharding_2x4_mlp", named_mlp,
                      lambda r: [f32(r, 16, 32), f32(r, 32, 64, scale=0.2), f32(r, 64, 32, scale=0.2)], devices=8,
                      shard=lambda mesh: ([PS("a", None), PS(None, "b"), PS("b", None)], None)))
+    def uneven(x, w):
+        # 7 columns over the 2 devices of axis "a": XLA pads the shards
+        y = jax.lax.with_sharding_constraint(jnp.tanh(x @ w)[:, :7], jax.sharding.PartitionSpec(None, "a"))
+        return y.T @ y, jnp.cumsum(x, axis=0)
+    P.append(Program("named_sharding_uneven", uneven, lambda r: [f32(r, 12, 6), f32(r, 6, 8)], devices=8,
+                     shard=lambda mesh: ([PS("b", None), PS(None, "a")], None)))
     return P
 
 
@@ -393,7 +449,11 @@ def compile_text(program: Program, devices: list, args: list) -> str:
             in_specs, fn = [jax.sharding.PartitionSpec("x")], jax.jit(made)
         specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype, sharding=NamedSharding(mesh, s))
                  for a, s in zip(args, in_specs)]
-    compiled = fn.lower(*specs).compile()
+    if program.devices == 1:
+        compiled = fn.lower(*specs).compile()
+    else:
+        with mesh:  # with_sharding_constraint's PartitionSpecs name this mesh's axes
+            compiled = fn.lower(*specs).compile()
     options = xla_hlo.HloPrintOptions()
     options.print_large_constants = True
     text = compiled._executable.xla_executable.hlo_modules()[0].to_string(options)

@@ -73,7 +73,8 @@ def sweep(folder: pathlib.Path, tmp: pathlib.Path) -> list[tuple[str, str, str]]
         argv = ["run", str(dump), "--outputs", str(out)] + (["--inputs", str(inputs)] if inputs.exists() else [])
         rc, text = cli(argv)
         if rc != 0:
-            refusal = "ConverterError" in last_error(text) or "Traceback" not in text
+            # a located error (`file:line:col: error: ...`) is a refusal, whatever class carried it
+            refusal = ": error: " in last_error(text) or "Traceback" not in text
             status = "refused" if refusal and rc in (1, 99) else "crash" if "Traceback" in text else f"rc{rc}"
             rows.append((name, status, last_error(text)))
             continue

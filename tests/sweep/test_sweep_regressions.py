@@ -48,3 +48,27 @@ ENTRY %main (state: u64[{state_len}]) -> u32[{dims}] {{
 """
     state = np.random.default_rng(seed).integers(0, 2**63, state_len, dtype=np.uint64)
     assert_all_close(run_ours(text, [state]), run_xla(text, [state]))
+
+
+def test_tpu_spmd_bitcast_of_padded_tiles_matches_numpy():
+    """TPU v6e, jax 0.12, 2x4 mesh: with_sharding_constraint puts 7 columns on the 2 devices
+    of axis "a"; the partitioner all-gathers f32[2,4,7]{T(4,128)} and bitcasts it to
+    f32[7,7]{T(8,128)} (56 elements to 49: both one 8x128 tile). Oracle: NumPy in float64
+    of the program (tests/sweep/generate.py named_sharding_uneven), dumped at "highest"
+    matmul precision, so f32 rounding alone separates them (1e-5 relative on sums of 12
+    products of tanh values, 6-term dots inside)."""
+    from converter.runtime.program import load
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((12, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 8)).astype(np.float32)
+    # device i of the mesh (a, b) = (i // 4, i % 4): x split by rows over "b", w by columns over "a"
+    xs = np.stack([x[3 * (i % 4): 3 * (i % 4) + 3] for i in range(8)])
+    ws = np.stack([w[:, 4 * (i // 4): 4 * (i // 4) + 4] for i in range(8)])
+    y = np.tanh(x.astype(np.float64) @ w.astype(np.float64))[:, :7]
+    gram, running = y.T @ y, np.cumsum(x.astype(np.float64), axis=0)
+    got = load(str(DUMPS / "tpu_v6e_jax012_named_sharding_uneven.hlo"))(xs, ws)
+    assert len(got) == 2
+    for i in range(8):
+        np.testing.assert_allclose(got[0][i], gram, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got[1][i], running[3 * (i % 4): 3 * (i % 4) + 3], rtol=1e-5, atol=1e-5)
