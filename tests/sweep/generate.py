@@ -9,7 +9,18 @@ Each single-device program's dump `NAME.hlo` comes with `NAME.in.npz` (its input
 and `NAME.expected.npz` (JAX's own CPU result for them, out0..outM): the oracle for `run`.
 Matmuls use `jax_default_matmul_precision=highest` so TPU dumps keep f32 operands (DESIGN §7).
 Multi-device programs (shard_map collectives on 8 devices, NamedSharding on a 2x4 mesh) have no
-expected file: CPU ones are checked against XLA itself (`check --against-xla`).
+expected file: CPU ones are checked against XLA itself (`check --against-xla`), the TPU and GPU
+ones against the CPU dump with `hlo-roundtrip compare CPU.hlo OTHER.hlo` (same per-device inputs).
+PYTHON: the jax[tpu] / jax[cuda12] environment of the jax version wanted (/opt/envs/tpu010,
+tpu012, cuda010, cuda012; GPU also needs HLO_ROUNDTRIP_GPU_TARGET). Then tabulate with
+`python -m tests.sweep.run_sweep DIR...` (tests/sweep/run_sweep.py).
+
+Findings of the first sweep (2026-11, 48 programs x CPU/TPU v5e/TPU v6e/H100 x jax 0.10.2/0.12.0.1):
+- fixed: TPU rng-bit-generator without its state result; TPU SPMD bitcast of padded tiles
+  (tests/sweep/test_sweep_regressions.py with the dumps that exposed them).
+- refused, clearly: TPU approx_min_k's custom-call `PartialReduce` (its TPU binning is not public).
+- not a converter bug: on H100, XLA drops a f32→f8→f32 convert pair (the dump returns its input),
+  so f8_casts differs from JAX's CPU result while matching the dump.
 """
 
 from __future__ import annotations
