@@ -48,9 +48,14 @@ def import_rng(ctx, lo, hi, *shape_operand):
 def import_rng_bit_generator(ctx, state):
     algorithm = ctx.attrs.get("algorithm", "rng_default")  # one of ALGORITHMS: the parser takes no other
     types = ctx.result_types()
+    # TPU dumps write it with the output alone (`u32[16] rng-bit-generator(state)`) when the
+    # program drops the new state; StableHLO's op always returns (new state, output).
+    state_dropped = not ctx.shape.is_tuple
+    if state_dropped:
+        types = [state.type, *types]
     op = builders.op("stablehlo.rng_bit_generator", types, [state],
               {"rng_algorithm": stablehlo.RngAlgorithmAttr.get(ALGORITHMS[algorithm])})
-    return list(op.results)
+    return op.results[1] if state_dropped else list(op.results)
 
 
 # XLA's CPU and GPU runtimes start the state of rng-get-and-update-state at this 128-bit

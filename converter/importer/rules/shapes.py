@@ -68,6 +68,11 @@ def import_bitcast(ctx, x):
             # TPU bitcasts a padded tile to the one element it holds (f32[1,3]{T(1,128)} →
             # f32[]): offset 0 holds index (0, ..., 0) in every layout, tiled or not.
             return builders.reshape(builders.slice_(x, [0] * src.rank, [1] * src.rank), list(dst.dims))
+        if src_bits == dst_bits and _pair_fact(ctx, _regroups_tiles, src, dst):
+            # e.g. an SPMD all-gather's f32[2,4,7]{T(4,128)} read as f32[7,7]{T(8,128)}:
+            # both fill one 8x128 tile, rows 0..6 being the source's 2x4 rows.
+            x = _bitcast_same_width(ctx, x, src, dst)
+            return _apply_plan_inverse(_storage_plan(dst), _apply_plan(_storage_plan(src), x, _IR), _IR)
         raise ctx.error(f"bitcast from {src} to {dst} changes the number of bytes")
     if src_bits == dst_bits and _pair_fact(ctx, _tiles_reorder, src, dst):
         x = _bitcast_same_width(ctx, x, src, dst)
@@ -358,6 +363,25 @@ def _same_tiled_storage(src: Shape, dst: Shape) -> bool:
         elif src.dims[d] != dst.dims[d]:
             return False
     return True
+
+
+def _regroups_tiles(src: Shape, dst: Shape) -> bool:
+    """Whether a bitcast between element counts that differ only by tile padding reads
+    every result element from an element of the operand (never from its padding): TPU
+    SPMD dumps bitcast padded shards so (f32[2,4,7]{T(4,128)} → f32[7,7]{T(8,128)}).
+    Decided on index arrays, so only for shapes small enough to enumerate."""
+    if not all(s.layout is not None and s.layout.tiles for s in (src, dst)):
+        return False
+    if any(n <= 0 for s in (src, dst) for t in s.layout.tiles for n in t.dims):
+        return False
+    src_plan, dst_plan = _storage_plan(src), _storage_plan(dst)
+    if src_plan[-1][1] != dst_plan[-1][1] or max(src_plan[-1][1][0], dst.num_elements()) > _MAX_CHECKED_ELEMENTS:
+        return False
+    import numpy as np
+
+    index = np.arange(src.num_elements(), dtype=np.int64).reshape(src.dims)
+    read = _apply_plan_inverse(dst_plan, _apply_plan(src_plan, index, _NumpyOps), _NumpyOps)
+    return bool((read >= 0).all())  # padding reads as -1
 
 
 def _resize_within_tiles(x, src_dims: list[int], dst_dims: list[int]):
