@@ -184,5 +184,5 @@ def test_a_process_count_that_does_not_divide_the_devices_is_refused_once_before
 def test_passes_targets_lists_what_each_target_is_rewritten_by(capsys):
     assert main(["passes", "--targets"]) == 0
     rows = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
-    assert rows["__cublas$gemm"].startswith("cublas-gemm  [passes/cublas_gemm.py]")
+    assert rows["__cublas$gemm"].startswith("cublas-gemm (passes/cublas_gemm.py): ")
     assert rows["AsyncCollectiveDone"].startswith("tpu-async-collectives")
