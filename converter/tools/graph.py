@@ -123,7 +123,7 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
 
     from converter.tools.bisect import _tapped_run
 
-    values, _ = _tapped_run(path, hlo, None, seed, inputs_path, program_loader)
+    values, _, _ = _tapped_run(path, hlo, None, seed, inputs_path, program_loader)
     counts: dict[str, float] = {}
     for name, leaves in values.items():
         n = 0
