@@ -203,16 +203,9 @@ def _tpu_arguments(sends: list[ir.Operation]) -> list[ir.Value]:
 
 
 def _tpu_refusal(recv: ir.Operation, sends, recvs, op_name: str, source: str) -> str:
-    operands = ", ".join(_type_text(v.type) for v in _tpu_arguments(sends)) or "none"
-    results = ", ".join(_type_text(r.results[0].type) for r in recvs)
-    key = op_name or source or "OP_NAME"
-    also = f" (or --callback '{source}=...')" if op_name and source else ""
-    where = f" at {source}" if source else ""
-    return str(rewrite.op_error(recv, (
-        f"a TPU host callback with results (jax.pure_callback / io_callback: sends to and recvs from the "
-        f"host){where}, op_name \"{op_name}\": operands ({operands}) -> results ({results}); its Python function "
-        f"is not in the dump. Give it a meaning with --callback '{key}=pkg.module:function'{also}, or "
-        "converter.custom_calls.register_callback in Python: a JAX function of the operands returning the results")))
+    return _refusal_text(recv, "a TPU host callback with results (jax.pure_callback / io_callback: sends to and "
+                               "recvs from the host)", op_name, source, [v.type for v in _tpu_arguments(sends)],
+                         [r.results[0].type for r in recvs])
 
 
 def _inline_tpu(sends: list[ir.Operation], recvs: list[ir.Operation], plugin, op_name: str) -> None:
@@ -234,13 +227,7 @@ def _inline_tpu(sends: list[ir.Operation], recvs: list[ir.Operation], plugin, op
         operand_layouts=tuple(tuple(range(len(t.shape) - 1, -1, -1)) for t in specs),
         result_layouts=tuple(tuple(range(len(t.shape) - 1, -1, -1)) for t in data),
         layouts_constrained=False, layouts_physical=False, has_side_effect=True)
-    try:
-        fn = plugin.resolve()
-    except Exception as e:
-        raise rewrite.op_error(first, f"callback plug-in {plugin.source}: cannot be imported: "
-                                      f"{type(e).__name__}: {e}") from e
-    with rewrite.at(first):
-        arrays = inline_jax(first, attrs, fn, arguments)
+    arrays = _plugin_values(first, plugin, attrs, arguments)
     if len(arrays) != len(recvs):
         raise rewrite.op_error(first, f"callback plug-in {plugin.source} returned {len(arrays)} arrays for the "
                                       f"{len(recvs)} results of {op_name}")
@@ -265,29 +252,38 @@ def _remove(op: ir.Operation) -> None:
 
 
 def _refusal(op: ir.Operation, op_name: str, source: str) -> str:
-    operands = ", ".join(_type_text(v.type) for v in data_operands(op)) or "none"
-    results = ", ".join(_type_text(r.type) for r in op.results if not is_token(r.type))
+    kind = ("jax.experimental.buffer_callback" if "_buffer_" in rewrite.call_target(op)
+            else "jax.pure_callback / io_callback")
+    return _refusal_text(op, f"a host callback with results ({kind})", op_name, source,
+                         [v.type for v in data_operands(op)], [r.type for r in op.results if not is_token(r.type)])
+
+
+def _refusal_text(op: ir.Operation, what: str, op_name: str, source: str, operands: list[ir.Type],
+                  results: list[ir.Type]) -> str:
+    """A callback with results and no plug-in: what it is, where, its types, and the route."""
     key = op_name or source or "OP_NAME"
     also = f" (or --callback '{source}=...')" if op_name and source else ""
     where = f" at {source}" if source else ""
-    kind = ("jax.experimental.buffer_callback" if "_buffer_" in rewrite.call_target(op)
-            else "jax.pure_callback / io_callback")
     return str(rewrite.op_error(op, (
-        f"a host callback with results ({kind}){where}, op_name \"{op_name}\": "
-        f"operands ({operands}) -> results ({results}); its Python function is not in the dump. Give it a meaning "
+        f"{what}{where}, op_name \"{op_name}\": operands ({', '.join(map(_type_text, operands)) or 'none'}) -> "
+        f"results ({', '.join(map(_type_text, results))}); its Python function is not in the dump. Give it a meaning "
         f"with --callback '{key}=pkg.module:function'{also}, or converter.custom_calls.register_callback in "
         "Python: a JAX function of the operands returning the results")))
 
 
-def _inline(op: ir.Operation, plugin, op_name: str) -> None:
-    attrs = call_attributes(op)
+def _plugin_values(op: ir.Operation, plugin, attrs: CallAttributes, arguments: list[ir.Value]) -> list[ir.Value]:
+    """The callback plug-in lowered on `arguments` and inlined before `op`: its results."""
     try:
         fn = plugin.resolve()
     except Exception as e:
         raise rewrite.op_error(op, f"callback plug-in {plugin.source}: cannot be imported: "
                                    f"{type(e).__name__}: {e}") from e
     with rewrite.at(op):
-        arrays = inline_jax(op, attrs, fn, data_operands(op))
+        return inline_jax(op, attrs, fn, arguments)
+
+
+def _inline(op: ir.Operation, plugin, op_name: str) -> None:
+    arrays = _plugin_values(op, plugin, call_attributes(op), data_operands(op))
     token = _ordering_token(op) if any(is_token(r.type) for r in op.results) else None
     values = iter(arrays)
     rewrite.replace(op, [token if is_token(r.type) else next(values) for r in op.results])
