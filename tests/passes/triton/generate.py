@@ -28,6 +28,30 @@ from tests.programs.generate import GPU_TARGET, ROOT, relativize_source_paths
 SEED = 0
 
 
+def relative_kernel_sources() -> None:
+    """Triton bytecode and IR carry their ops' source locations, where relativize_source_paths
+    cannot reach: have JAX write them relative (the repository's files) or from the package
+    root (jax's and the libraries' own kernels)."""
+    import jax
+
+    jax.config.update("jax_hlo_source_file_canonicalization_regex",
+                      "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
+
+
+def h100_devices(count: int) -> list:
+    """`count` deviceless H100s (DESIGN §7: the GPU recipe's target description)."""
+    from jax.experimental import topologies
+
+    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology=f"1x1x{count}")
+    return list(topo.devices)
+
+
+def output_folder(path: str) -> pathlib.Path:
+    out = pathlib.Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def _give_pallas_an_h100() -> None:
     try:
         from jax._src.pallas.triton import gpu_info
@@ -73,25 +97,19 @@ def load_npz(path) -> tuple[list[np.ndarray], list[np.ndarray]]:
 def main() -> None:
     import jax
     import jaxlib._hlo as xla_hlo
-    from jax.experimental import topologies
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
-    # Triton bytecode carries its ops' source locations, where relativize_source_paths
-    # cannot reach: have JAX write them relative (the repository's files) or from the
-    # package root (jax's own kernels).
-    jax.config.update("jax_hlo_source_file_canonicalization_regex",
-                      "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
+    relative_kernel_sources()
     _give_pallas_an_h100()
     # Four devices (the GPU recipe's 1x1x4) for the shard_map cases, four CPU devices for
     # their interpret-mode oracle; single-device cases use the first of each.
     jax.config.update("jax_num_cpu_devices", 4)
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x4")
-    device = topo.devices[0]
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    devices = h100_devices(4)
+    device = devices[0]
+    out = output_folder(args.out)
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for case in CASES if not args.only else [BY_NAME[n] for n in args.only]:
@@ -99,7 +117,7 @@ def main() -> None:
         if case.devices > 1:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-            gpu_mesh = Mesh(np.array(topo.devices[:case.devices]), ("d",))
+            gpu_mesh = Mesh(np.array(devices[:case.devices]), ("d",))
             cpu_mesh = Mesh(np.array(jax.devices("cpu")[:case.devices]), ("d",))
             sharding = NamedSharding(gpu_mesh, PartitionSpec("d"))
             build = lambda interpret: case.build(interpret, cpu_mesh if interpret else gpu_mesh)  # noqa: E731

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
 import re
 
 import numpy as np
 
-from tests.passes.triton.generate import npz_arrays
-from tests.programs.generate import GPU_TARGET, ROOT, relativize_source_paths
+from tests.passes.triton.generate import h100_devices, npz_arrays, output_folder, relative_kernel_sources
+from tests.programs.generate import ROOT, relativize_source_paths
 
 SEED = 0
 
@@ -172,17 +171,13 @@ def relativize_opaque(text: str, renames: dict[str, str] | None = None) -> str:
 def main() -> None:
     import jax
     import jaxlib._hlo as xla_hlo
-    from jax.experimental import topologies
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    jax.config.update("jax_hlo_source_file_canonicalization_regex",
-                      "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
-    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    relative_kernel_sources()
+    sharding = jax.sharding.SingleDeviceSharding(h100_devices(1)[0])
+    out = output_folder(args.out)
     manifest = {}
     import jax_triton
     import triton

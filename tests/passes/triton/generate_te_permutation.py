@@ -25,13 +25,12 @@ import argparse
 import importlib.util
 import json
 import pathlib
-import re
 
 import numpy as np
 
-from tests.passes.triton.generate import npz_arrays
+from tests.passes.triton.generate import h100_devices, npz_arrays, output_folder, relative_kernel_sources
 from tests.passes.triton.generate_jax_triton import relativize_opaque
-from tests.programs.generate import GPU_TARGET, ROOT, relativize_source_paths
+from tests.programs.generate import ROOT, relativize_source_paths
 
 SEED = 0
 TE_PATH = "transformer_engine/common/triton/permutation.py"
@@ -111,7 +110,6 @@ def cases(te):
 def main() -> None:
     import jax
     import jaxlib._hlo as xla_hlo
-    from jax.experimental import topologies
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--te-source", required=True, help="TE's transformer_engine/common/triton/permutation.py")
@@ -121,12 +119,9 @@ def main() -> None:
     spec = importlib.util.spec_from_file_location("transformer_engine_permutation", args.te_source)
     te = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(te)  # type: ignore[union-attr]
-    jax.config.update("jax_hlo_source_file_canonicalization_regex",
-                      "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
-    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    relative_kernel_sources()
+    sharding = jax.sharding.SingleDeviceSharding(h100_devices(1)[0])
+    out = output_folder(args.out)
     manifest = {}
     import jax_triton
     import triton

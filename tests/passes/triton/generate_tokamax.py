@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
-import re
 
 import numpy as np
 
-from tests.passes.triton.generate import _give_pallas_an_h100, npz_arrays
+from tests.passes.triton.generate import (_give_pallas_an_h100, h100_devices, npz_arrays, output_folder,
+                                          relative_kernel_sources)
 from tests.passes.triton.generate_jax_triton import relativize_opaque
-from tests.programs.generate import GPU_TARGET, ROOT, relativize_source_paths
+from tests.programs.generate import ROOT, relativize_source_paths
 
 SEED = 0
 GROUP_SIZES = np.array([10, 21, 3, 30], np.int32)  # rows of lhs per group (64): ragged block edges
@@ -90,20 +89,16 @@ def cases():
 def main() -> None:
     import jax
     import jaxlib._hlo as xla_hlo
-    from jax.experimental import topologies
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    jax.config.update("jax_hlo_source_file_canonicalization_regex",
-                      "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
+    relative_kernel_sources()
     _give_pallas_an_h100()
     import tokamax
 
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
-    sharding = jax.sharding.SingleDeviceSharding(topo.devices[0])
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    sharding = jax.sharding.SingleDeviceSharding(h100_devices(1)[0])
+    out = output_folder(args.out)
     manifest = {}
     import jax_triton
     import triton
