@@ -109,7 +109,7 @@ def test_the_generator_makes_ragged_blocks():
     """The strategy reaches array sizes that are not a multiple of the block."""
     ragged = []
 
-    @settings(max_examples=30, deadline=None, database=None)
+    @settings(max_examples=30, deadline=None, database=None, derandomize=True)  # a fixed sample: both kinds, every run
     @given(kernels())
     def collect(params):
         _, blocks, shape, *_ = params
