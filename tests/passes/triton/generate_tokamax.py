@@ -13,7 +13,8 @@ layer norm and ragged dot are `@triton.jit` kernels called through jax-triton
 (`triton_kernel_call_ffi`, IR text).  Deviceless, tokamax's own "cross compile" switch
 (`tokamax.config.cross_compile`) turns off its has-a-GPU checks, and each op gets an
 explicit block config where its heuristics would ask the local GPU for its core count.
-The Triton implementation is forced (`implementation=` the op object, or "triton").
+The Triton implementation is forced (`implementation=` the op object, or "triton"); the two
+`_grad` cases differentiate through tokamax's own Triton backward kernels (its default VJPs).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def cases():
 
     import tokamax
     from tokamax._src.ops.attention import pallas_triton as tk_attention
+    from tokamax._src.ops.attention import pallas_triton_vjp as tk_attention_vjp
     from tokamax._src.ops.normalization import triton as tk_norm
     from tokamax._src.ops.normalization import triton_config as tk_norm_config
+    from tokamax._src.ops.normalization import triton_vjp_config as tk_norm_vjp_config
     from tokamax._src.ops.ragged_dot import triton as tk_ragged
 
     # jax-triton 0.4.1's DCE rule, jax 0.12's signature (as generate_jax_triton.py).
@@ -76,6 +79,35 @@ def cases():
 
         return jax.jit(fn)
 
+    def layer_norm_grad(triton):
+        """The gradient through tokamax's Triton backward kernel (its default VJP), given an
+        explicit block config (its heuristics read the GPU)."""
+        if triton:
+            vjp = tk_norm.TritonNormalizationVjp(config=tk_norm_vjp_config.Config(block_m=4, block_n=None, num_warps=4))
+            op = tk_norm.TritonNormalization(config=tk_norm_config.Config(block_m=4, block_n=None, num_warps=4), vjp=vjp)
+
+            def forward(x, s, o):
+                return op(x=x, scale=s, offset=o, axis=-1, epsilon=1e-6, scale_offset=0.0, subtract_mean=True)
+        else:
+            def forward(x, s, o):
+                return tokamax.layer_norm(x, s, o, implementation="xla")
+        return jax.jit(jax.grad(lambda x, s, o, w: (forward(x, s, o) * w).sum(), argnums=(0, 1, 2)))
+
+    def attention_grad(triton):
+        """The gradient through tokamax's Pallas Triton backward kernels (dq, then dk/dv)."""
+        if triton:
+            vjp = tk_attention_vjp.PallasTritonFlashAttentionVjp(config=tk_attention_vjp.Config(
+                block_m1=16, block_n1=16, block_m2=16, block_n2=16, num_stages=1, num_warps=4))
+            impl = tk_attention.PallasTritonFlashAttention(
+                config=tk_attention.Config(block_q=16, block_k=16, num_stages=1, num_warps=4), vjp=vjp)
+
+            def forward(q, k, v):
+                return impl(q, k, v, is_causal=True, precision=highest)
+        else:
+            def forward(q, k, v):
+                return tokamax.dot_product_attention(q, k, v, is_causal=True, precision=highest, implementation="xla")
+        return jax.jit(jax.grad(lambda q, k, v, w: (forward(q, k, v) * w).sum(), argnums=(0, 1, 2)))
+
     def f32(*shapes):
         return lambda rng: [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
@@ -83,6 +115,8 @@ def cases():
         "tk_layer_norm": (layer_norm, f32((8, 64), 64, 64)),
         "tk_ragged_dot": (ragged_dot, lambda rng: [*f32((64, 32), (4, 32, 48))(rng), GROUP_SIZES]),
         "tk_attention": (attention, f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
+        "tk_layer_norm_grad": (layer_norm_grad, f32((8, 64), 64, 64, (8, 64))),
+        "tk_attention_grad": (attention_grad, f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
     }
 
 
