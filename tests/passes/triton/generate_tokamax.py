@@ -43,6 +43,7 @@ def cases():
     import tokamax
     from tokamax._src.ops.attention import pallas_triton as tk_attention
     from tokamax._src.ops.attention import pallas_triton_vjp as tk_attention_vjp
+    from tokamax._src.ops.gated_linear_unit import triton as tk_glu
     from tokamax._src.ops.normalization import triton as tk_norm
     from tokamax._src.ops.normalization import triton_config as tk_norm_config
     from tokamax._src.ops.normalization import triton_vjp_config as tk_norm_vjp_config
@@ -108,6 +109,33 @@ def cases():
                 return tokamax.dot_product_attention(q, k, v, is_causal=True, precision=highest, implementation="xla")
         return jax.jit(jax.grad(lambda q, k, v, w: (forward(q, k, v) * w).sum(), argnums=(0, 1, 2)))
 
+    def ragged_dot_grad(triton):
+        """d/d(lhs, rhs) through tokamax's Triton ragged dots: its VJP runs the same kernel for
+        dlhs (ragged rows) and drhs (ragged contraction), each given the explicit config."""
+        import functools
+
+        from tokamax._src.ops.ragged_dot import base as tk_ragged_base
+
+        if triton:
+            config = tk_ragged.Config(block_m=16, block_n=16, block_k=16, num_warps=4, num_stages=1)
+            inner = lambda *a, **kw: tk_ragged.TritonRaggedDot(config=config)(*a, **kw)  # noqa: E731
+            op = tk_ragged.TritonRaggedDot(config=config, vjp=functools.partial(
+                tk_ragged_base.vjp, dlhs_ragged_dot=inner, drhs_ragged_dot=inner))
+            forward = lambda a, b, g: op(a, b, group_sizes=g, precision=highest)  # noqa: E731
+        else:
+            forward = lambda a, b, g: tokamax.ragged_dot(a, b, g, precision=highest,  # noqa: E731
+                                                         implementation="xla")
+        return jax.jit(jax.grad(lambda a, b, g, w: (forward(a, b, g) * w).sum(), argnums=(0, 1)))
+
+    def gated_linear_unit(triton):
+        """swish(x @ w[:, 0]) * (x @ w[:, 1]), tokamax's Triton kernel (a jax-triton call)."""
+        if triton:
+            op = tk_glu.TritonGatedLinearUnit(config=tk_glu.Config(block_m=16, block_n=16, block_k=16, num_warps=4,
+                                                                   num_stages=1))
+            return jax.jit(lambda x, w: op(x, w, activation=jax.nn.swish, precision=highest))
+        return jax.jit(lambda x, w: tokamax.gated_linear_unit(x, w, activation=jax.nn.swish, precision=highest,
+                                                             implementation="xla"))
+
     def f32(*shapes):
         return lambda rng: [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
@@ -117,7 +145,27 @@ def cases():
         "tk_attention": (attention, f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
         "tk_layer_norm_grad": (layer_norm_grad, f32((8, 64), 64, 64, (8, 64))),
         "tk_attention_grad": (attention_grad, f32((1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16), (1, 32, 2, 16))),
+        "tk_gated_linear_unit": (gated_linear_unit, f32((32, 32), (32, 2, 32))),
+        "tk_ragged_dot_grad": (ragged_dot_grad,
+                               lambda rng: [*f32((64, 32), (4, 32, 48))(rng), GROUP_SIZES, f32((64, 48))(rng)[0]]),
     }
+
+
+class _H100Cores:
+    """jax as tokamax's grid grouping sees it (tokamax/_src/pallas/grid.py reads
+    `jax.devices()[0].core_count` to group program ids, also in kernels without heuristics):
+    an H100 SXM's 132 SMs.  The grouping only orders the programs; every order computes
+    the same values."""
+
+    def __getattr__(self, name):
+        import jax
+
+        return getattr(jax, name)
+
+    def devices(self, *args):
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(core_count=132)]
 
 
 def main() -> None:
@@ -140,8 +188,14 @@ def main() -> None:
     for name, (build, make_inputs) in cases().items():
         inputs = make_inputs(np.random.default_rng(SEED))
         specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in inputs]
-        with tokamax.config.cross_compile(True):
-            compiled = build(True).lower(*specs).compile()
+        from tokamax._src.pallas import grid
+
+        real_jax, grid.jax = grid.jax, _H100Cores()
+        try:
+            with tokamax.config.cross_compile(True):
+                compiled = build(True).lower(*specs).compile()
+        finally:
+            grid.jax = real_jax
         options = xla_hlo.HloPrintOptions()
         options.print_large_constants = True
         text = compiled._executable.xla_executable.hlo_modules()[0].to_string(options)  # noqa: SLF001
