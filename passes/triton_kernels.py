@@ -174,6 +174,33 @@ def _flat_buffer(x: ir.Value, element: ir.Type) -> ir.Value:
     return builders.pad(builders.reshape(x, [n]), [0], [1])
 
 
+def _warn_unchecked_asserts(op: ir.Operation, kernel: TritonKernel) -> None:
+    """A kernel's `tt.assert`s (Pallas' checkify / debug_check, `tl.device_assert`) stop
+    the GPU program where they fail; the converted kernel cannot stop, so each is named in
+    one warning (the translator drops them), as gpu-assert does for XLA's own checks."""
+    import warnings
+
+    from passes.gpu_assert import UncheckedAssertWarning
+
+    messages: list[str] = []
+
+    def visit(o: ir.Operation) -> None:
+        if o.name == "tt.assert":
+            messages.append(ir.StringAttr(o.attributes["message"]).value if "message" in o.attributes else "")
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    visit(inner.operation)
+
+    visit(kernel.func)
+    if messages:
+        listed = "; ".join(repr(m) for m in messages)
+        warnings.warn(UncheckedAssertWarning(
+            f"{rewrite.location_text(op)}: Triton kernel '{kernel.name}': {len(messages)} device assertion(s) not checked "
+            f"(portable StableHLO cannot stop a program; the GPU program would stop where one fails): {listed}"),
+            stacklevel=2)
+
+
 def lower_call(op: ir.Operation, kernel: TritonKernel,
                parameters: Sequence[jax_triton_call.Parameter] | None = None) -> list[ir.Value]:
     """The call's results.  `parameters` (jax-triton): the kernel's arguments, arrays bound
@@ -181,6 +208,7 @@ def lower_call(op: ir.Operation, kernel: TritonKernel,
     argument is a pointer, operands then results."""
     from passes.triton import translate as tr
 
+    _warn_unchecked_asserts(op, kernel)
     operands = list(op.operands)
     out_types = [ir.RankedTensorType(r.type) for r in op.results]
     args = kernel.arguments

@@ -288,8 +288,9 @@ def _split_op(t: Translator, op: ir.Operation) -> None:
 
 @rule("tt.assert")
 def _assert(t: Translator, op: ir.Operation) -> None:
-    """A device-side assertion: it stops a GPU program where the condition is false; on
-    CPU the condition is computed by nothing (StableHLO has no assertion), so it is dropped."""
+    """A device-side assertion: it stops a GPU program where the condition is false;
+    StableHLO has no assertion, so it is dropped here, and triton-kernels names each
+    kernel's assertions in one UncheckedAssertWarning (never silently)."""
 
 
 @rule("tt.bitcast")

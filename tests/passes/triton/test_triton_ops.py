@@ -471,3 +471,29 @@ module {{
     with pytest.raises(ConverterError) as e:
         _run(ir, [np.zeros(8, np.float32)], [((8,), np.float32)])
     assert re.match(r"ops\.hlo:\d+:\d+: error: ", str(e.value)) and message in str(e.value)
+
+
+def test_device_assertions_are_named_in_a_warning_not_dropped_silently():
+    """`tt.assert` (tl.device_assert, Pallas' checks) stops the GPU program where it fails;
+    the converted kernel cannot stop, so one warning names the kernel and each message, and
+    the kernel computes as it would past a holding assertion."""
+    from passes.gpu_assert import UncheckedAssertWarning
+
+    x = np.linspace(-1, 2, 8).astype(np.float32)
+    text = f"""
+module {{
+  tt.func public @k(%x: !tt.ptr<f32>, %o: !tt.ptr<f32>) {{{RANGE8}{_ptrs("px", "%x")}
+    %a = tt.load %px : tensor<8x!tt.ptr<f32>>
+    %zero = arith.constant dense<0.000000e+00> : tensor<8xf32>
+    %ok = arith.cmpf oge, %a, %zero : tensor<8xf32>
+    tt.assert %ok, "x must be >= 0" : tensor<8xi1>
+    %b = arith.addf %a, %a : tensor<8xf32>{_ptrs("po", "%o")}
+    tt.store %po, %b : tensor<8x!tt.ptr<f32>>
+    tt.return
+  }}
+}}"""
+    with pytest.warns(UncheckedAssertWarning) as caught:
+        got = _run(text, [x], [((8,), np.float32)])[0]
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, UncheckedAssertWarning)]
+    assert "Triton kernel 'k': 1 device assertion(s) not checked" in message and "'x must be >= 0'" in message
+    np.testing.assert_array_equal(got, x + x)
