@@ -68,6 +68,7 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
     sites = []
     for comp in hlo.computations:
         host_sends = _host_send_chains(comp)
+        reading_sends = _host_reading_sends(comp) if host_sends else set()
         for instr in comp.instructions:
             target = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
             if instr.name in host_sends:
@@ -96,7 +97,7 @@ def find_callbacks(hlo: Module, keep_fusions: bool = False) -> list[CallbackSite
             bodies: list[str] = []
             if not why:
                 ok, why, bodies = tap_path(hlo, home, keep_fusions)
-            has_results = (host_sends[instr.name][-1].name in _host_reading_sends(comp) if target == HOST_SEND
+            has_results = (host_sends[instr.name][-1].name in reading_sends if target == HOST_SEND
                            else any(not leaf.is_token for leaf in instr.shape.leaves()))
             sites.append(CallbackSite(instr.name, target, md.op_name if md is not None else "", source,
                                       str(hlo.location_of(instr)), operands, has_results, why,
@@ -136,10 +137,11 @@ def _host_reading_sends(comp: Computation) -> set[str]:
     """The last sends of TPU host callbacks whose result (recv from the host after them)
     the program reads: those callbacks have results."""
     out = set()
+    done_of = {i.operands[0]: i for i in comp.instructions if i.opcode == "recv-done" and i.operands}
     for recv in comp.instructions:
         if recv.opcode != "recv" or not recv.attrs.get("is_host_transfer"):
             continue
-        done = next((i for i in comp.instructions if i.opcode == "recv-done" and i.operands[:1] == [recv.name]), None)
+        done = done_of.get(recv.name)
         token = comp.by_name.get(recv.operands[0]) if recv.operands else None
         if done is not None and token is not None and token.opcode == "send-done" \
                 and host_data_reader(comp, done) is not None:

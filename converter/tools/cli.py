@@ -103,7 +103,14 @@ def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
 
 # The subcommands whose options live beside their code (modules that import the HLO IR): a
 # command line naming another command does not import them (see `build_parser`).
-_DEFINED_BESIDE_THEIR_CODE = ("compare", "extract", "diff", "bisect", "view")
+# command -> (its module, the function adding its parser, whether it takes the pipeline options).
+_DEFINED_BESIDE_THEIR_CODE = {
+    "compare": ("converter.tools.compare", "add_compare_parser", True),
+    "extract": ("converter.tools.extract", "add_extract_parser", True),
+    "diff": ("converter.tools.diff", "add_diff_parser", False),
+    "bisect": ("converter.tools.bisect", "add_bisect_parser", True),
+    "view": ("converter.tools.graph", "add_view_parser", True),
+}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -171,43 +178,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     sub.add_parser("rules", help="list every HLO opcode the importer reads, with the file of its import rule")
 
-    def add_beside(name: str, add: Callable[[], None]) -> None:
+    for name, (module, adder, pipeline) in _DEFINED_BESIDE_THEIR_CODE.items():
         if command is None or command == name:
-            add()
+            import importlib
+
+            getattr(importlib.import_module(module), adder)(sub)
+            if pipeline:
+                add_pipeline_args(sub.choices[name])
         else:
             sub.add_parser(name)
-
-    def add_compare() -> None:
-        from converter.tools.compare import add_compare_parser
-
-        add_compare_parser(sub)
-        add_pipeline_args(sub.choices["compare"])
-
-    def add_extract() -> None:
-        from converter.tools.extract import add_extract_parser
-
-        add_extract_parser(sub)
-        add_pipeline_args(sub.choices["extract"])
-
-    def add_diff() -> None:
-        from converter.tools.diff import add_diff_parser
-
-        add_diff_parser(sub)
-
-    def add_bisect() -> None:
-        from converter.tools.bisect import add_bisect_parser
-
-        add_bisect_parser(sub)
-        add_pipeline_args(sub.choices["bisect"])
-
-    def add_view() -> None:
-        from converter.tools.graph import add_view_parser
-
-        add_view_parser(sub)
-        add_pipeline_args(sub.choices["view"])
-
-    for name, add in zip(_DEFINED_BESIDE_THEIR_CODE, (add_compare, add_extract, add_diff, add_bisect, add_view)):
-        add_beside(name, add)
 
     p = sub.add_parser("export", help="StableHLO → HLO text through jaxlib; with --emit jax, a module (taps as "
                                       "extra results) that plain JAX runs on a TPU/GPU")
