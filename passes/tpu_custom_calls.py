@@ -56,7 +56,7 @@ from jaxlib.mlir import ir
 
 from converter.mlir import builders
 from passes.lib import rewrite
-from passes.lib.lapack import lapack_letter, pivots_to_permutation
+from passes.lib.lapack import jaxlib_cpu_call, lapack_letter, pivots_to_permutation
 from passes.lib.facts import Fact
 from passes.lib.registry import PassOptions, register_pass
 from passes.lib.walks import WalkTracker
@@ -222,9 +222,9 @@ def _lu_block(op: ir.Operation) -> list[ir.Value]:
     pivots_t, perm_t = results[-2:]
     *batch, m, n = builders.shape_of(a)
     s32 = ir.IntegerType.get_signless(32)
-    lu, ipiv, _info = rewrite.lapack_call(
+    lu, ipiv, _info = jaxlib_cpu_call(
         f"lapack_{lapack_letter(op, a)}getrf_ffi", [a],
-        [a.type, ir.RankedTensorType.get(batch + [min(m, n)], s32), ir.RankedTensorType.get(batch, s32)])
+        [a.type, ir.RankedTensorType.get(batch + [min(m, n)], s32), ir.RankedTensorType.get(batch, s32)], aliases={0: 0})
     pivots = builders.binary("subtract", ipiv, builders.scalar_constant(1, s32, batch + [min(m, n)]))  # LAPACK's are 1-based
     perm_type = ir.RankedTensorType(perm_t)
     perm = pivots_to_permutation(pivots, perm_type.shape[-1], perm_type.element_type)
@@ -236,7 +236,7 @@ def _qr_block(op: ir.Operation) -> list[ir.Value]:
     types = [r.type for r in op.results]
     if split:  # (a real, a imaginary, taus real, taus imaginary)
         types = [_as_complex(types[0]), _as_complex(types[2])]
-    qr, taus = rewrite.lapack_call(f"lapack_{lapack_letter(op, a)}geqrf_ffi", [a], types)
+    qr, taus = jaxlib_cpu_call(f"lapack_{lapack_letter(op, a)}geqrf_ffi", [a], types, aliases={0: 0})
     return _split(qr) + _split(taus) if split else [qr, taus]
 
 
@@ -287,10 +287,10 @@ def _eigh_tpu(op: ir.Operation) -> list[ir.Value]:
     letter = lapack_letter(op, a)
     routine = "heevd" if letter in "cz" else "syevd"
     u8 = ir.IntegerType.get_unsigned(8)
-    v, w, _info = rewrite.lapack_call(
+    v, w, _info = jaxlib_cpu_call(
         f"lapack_{letter}{routine}_ffi", [a],
         [a.type, ir.RankedTensorType.get(batch + [n], real), ir.RankedTensorType.get(batch, ir.IntegerType.get_signless(32))],
-        {"mode": ir.IntegerAttr.get(u8, ord("V")), "uplo": ir.IntegerAttr.get(u8, ord("L"))})
+        {"mode": ir.IntegerAttr.get(u8, ord("V")), "uplo": ir.IntegerAttr.get(u8, ord("L"))}, aliases={0: 0})
     # The kernel's blocks hold the eigenvectors as rows: the dump transposes the assembled
     # matrix (a bitcast to the other layout) before sorting its columns by eigenvalue.
     v = builders.transpose(v, list(range(nb)) + [nb + 1, nb])

@@ -14,7 +14,6 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import stablehlo
 
 from converter.common.errors import diagnostic
 from converter.mlir import builders as build  # noqa: F401  (re-exported for passes)
@@ -250,29 +249,6 @@ def lapack_layout(rank: int) -> ir.Attribute:
     if rank < 2:
         return build.layout_attr(range(rank - 1, -1, -1))
     return build.layout_attr([rank - 2, rank - 1] + list(range(rank - 3, -1, -1)))
-
-
-def lapack_call(target: str, operands: Sequence[ir.Value], result_types: Sequence[ir.Type],
-                ffi_attrs: dict[str, ir.Attribute] | None = None) -> list[ir.Value]:
-    """A call to one of jaxlib's CPU LAPACK kernels (`lapack_sgetrf_ffi`, ...) as JAX's own
-    lowering writes it: typed FFI (attributes in `mhlo.backend_config`), the matrix (first
-    operand, first result, which alias) column-major, the vectors (pivots, taus,
-    eigenvalues, info) row-major with their batch dimensions."""
-    def layouts(types: Sequence[ir.Type]) -> ir.Attribute:
-        ranks = [len(ir.RankedTensorType(t).shape) for t in types]
-        return ir.ArrayAttr.get([lapack_layout(r) if i == 0 else build.layout_attr(range(r - 1, -1, -1))
-                                 for i, r in enumerate(ranks)])
-
-    attrs = {
-        "call_target_name": ir.StringAttr.get(target),
-        "api_version": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
-        "backend_config": ir.StringAttr.get(""),
-        "mhlo.backend_config": ir.DictAttr.get(ffi_attrs or {}),
-        "operand_layouts": layouts([v.type for v in operands]),
-        "result_layouts": layouts(result_types),
-        "output_operand_aliases": ir.ArrayAttr.get([stablehlo.OutputOperandAlias.get([0], 0, [])]),
-    }
-    return list(build.op("stablehlo.custom_call", list(result_types), list(operands), attrs).results)
 
 
 def kernel_source_location(op: ir.Operation) -> str:
