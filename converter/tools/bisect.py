@@ -169,7 +169,7 @@ class DivergesCheck(Check):
         keyed_a, keyed_b = keyed(hlo, flatten(hlo)), keyed(hlo_b, flatten(hlo_b))
         self.match = {keyed_a[k].name: keyed_b[k].name for k in keyed_a if k in keyed_b}
         self.values_a = values
-        self.values_b, _, _ = _tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b, self.device)
+        self.values_b, _, _ = tapped_run(self.path_b, hlo_b, arrays, 0, None, self.program_loader_b, self.device)
 
     def _agree(self, a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         import numpy as np
@@ -196,7 +196,7 @@ class DivergesCheck(Check):
         return not self._agree(got, self.values_b[b_root])
 
 
-def _tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
+def tapped_run(path: str, hlo: Module, arrays: list[np.ndarray] | None, seed: int, inputs_path: str | None,
                 program_loader=None, device: int = 0,
                 request=None) -> tuple[dict[str, list[np.ndarray]], list[np.ndarray], int]:
     """Every instruction's value (array leaves) in one run of the dump (of a multi-device
@@ -266,7 +266,7 @@ def _loop_values(path: str, hlo: Module, arrays: list[np.ndarray], program_loade
     plan = resolve(TapRequest(regex="."), hlo)
     names = [n for n in names if n in plan.instructions]
     request = TapRequest(names=names, iterations=[(k, 1) for k in chosen] + [(0, trips)])
-    values, _, _ = _tapped_run(path, hlo, arrays, 0, None, program_loader, device, request)
+    values, _, _ = tapped_run(path, hlo, arrays, 0, None, program_loader, device, request)
     depth = len(chosen)
     return {n: [v.reshape(v.shape[depth:]) for v in leaves] for n, leaves in values.items()}
 
@@ -278,7 +278,7 @@ def bisect(path: str, check: Check, *, hlo: Module | None = None, arrays: list[n
         from converter.hlo.parser import parse_hlo_file
 
         hlo = parse_hlo_file(path)
-    values, arrays, devices = _tapped_run(path, hlo, arrays, seed, inputs_path, program_loader, device)
+    values, arrays, devices = tapped_run(path, hlo, arrays, seed, inputs_path, program_loader, device)
     check.prepare(hlo, values, arrays)
     checks = 0
     # Inside while bodies: the loops entered, outer first, and the iteration chosen in each

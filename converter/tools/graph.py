@@ -121,9 +121,9 @@ def nonfinite_overlay(path: str, hlo, seed: int, inputs_path: str | None, progra
     operands hold none is marked (`run --find-nonfinite` names it with its iteration)."""
     import numpy as np
 
-    from converter.tools.bisect import _tapped_run
+    from converter.tools.bisect import tapped_run
 
-    values, _, _ = _tapped_run(path, hlo, None, seed, inputs_path, program_loader)
+    values, _, _ = tapped_run(path, hlo, None, seed, inputs_path, program_loader)
     counts: dict[str, float] = {}
     for name, leaves in values.items():
         n = 0
