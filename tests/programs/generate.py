@@ -49,6 +49,34 @@ def relativize_source_paths(text: str) -> str:
     return text.replace(f'"{ROOT}/', '"')
 
 
+def h100_devices(count: int) -> list:
+    """`count` deviceless H100s (DESIGN §7: the GPU recipe's target description)."""
+    from jax.experimental import topologies
+
+    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology=f"1x1x{count}")
+    return list(topo.devices)
+
+
+def compiled_hlo_text(compiled) -> str:
+    """A compiled JAX program's optimized HLO as the dumps hold it: large constants printed,
+    the repository's paths relative."""
+    import jaxlib._hlo as xla_hlo
+
+    options = xla_hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
+
+
+def versioned_dump_folder(here: pathlib.Path) -> pathlib.Path:
+    """`here`/dumps/jax<major><minor> (jax 0.10.2: jax010), made if missing."""
+    import jax
+
+    major, minor = jax.__version__.split(".")[:2]
+    out = here / "dumps" / f"jax{major}{int(minor):02d}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def backend_devices(backend: str) -> list:
     import jax
 
@@ -77,7 +105,6 @@ def _array_entry(shape, dtype, sharding) -> dict[str, Any]:
 def optimized_hlo(program, devices) -> tuple[str, dict[str, Any]]:
     """The optimized HLO text of the program compiled for `devices`, and its manifest entry."""
     import jax
-    import jaxlib._hlo as xla_hlo
     from jax.sharding import NamedSharding
 
     from tests.programs.placement import INPUT_SEED, input_specs, jitted, mesh_for
@@ -87,9 +114,7 @@ def optimized_hlo(program, devices) -> tuple[str, dict[str, Any]]:
     shardings = [NamedSharding(mesh, spec) for spec in input_specs(program, len(args))]
     specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype, sharding=s) for a, s in zip(args, shardings)]
     compiled = jitted(program, mesh, len(args)).lower(*specs).compile()
-    options = xla_hlo.HloPrintOptions()
-    options.print_large_constants = True
-    text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
+    text = compiled_hlo_text(compiled)
     outputs = jax.tree_util.tree_leaves(compiled.out_info)
     out_shardings = jax.tree_util.tree_leaves(compiled.output_shardings)
     entry = {

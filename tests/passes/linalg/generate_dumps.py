@@ -20,13 +20,11 @@ runs here, so the tests rename the targets of these dumps.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-GPU_TARGET = pathlib.Path(os.environ.get("HLO_ROUNDTRIP_GPU_TARGET", ROOT.parent / "shared" / "gpu_target_h100.txtpb"))
 
 
 WORKSPACE_BYTES = 256
@@ -99,32 +97,24 @@ def main() -> None:
     args = parser.parse_args()
 
     import jax
-    import jaxlib._hlo as xla_hlo
-    import numpy as np
-    from jax.experimental import topologies
     from jax.sharding import SingleDeviceSharding
 
     sys.path.insert(0, str(ROOT))
     from jax.experimental.sparse import _lowerings
 
     from tests.passes.linalg.cases import cases, random_inputs
-    from tests.programs.generate import relativize_source_paths
+    from tests.programs.generate import compiled_hlo_text, h100_devices, versioned_dump_folder
 
     _lowerings._get_module = lambda prefix: PackedDescriptors()
-    topology = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
-    sharding = SingleDeviceSharding(topology.devices[0])
-    options = xla_hlo.HloPrintOptions()
-    options.print_large_constants = True
-    major, minor = jax.__version__.split(".")[:2]
-    out = HERE / "dumps" / f"jax{major}{int(minor):02d}"
-    out.mkdir(parents=True, exist_ok=True)
+    sharding = SingleDeviceSharding(h100_devices(1)[0])
+    out = versioned_dump_folder(HERE)
     only = set(args.only.split(",")) if args.only else None
     for case in cases().values():
         if only and case.name not in only:
             continue
         specs = [jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding) for x in random_inputs(case)]
         compiled = jax.jit(case.fn).lower(*specs).compile()
-        text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
+        text = compiled_hlo_text(compiled)
         if f'custom_call_target="{case.target}"' not in text:
             raise SystemExit(f"{case.name}: the dump has no {case.target} call")
         (out / f"{case.name}.hlo").write_text(text)

@@ -19,13 +19,11 @@ and those two descriptor fields are not cuDNN's numbers; the rewrite reads neith
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-GPU_TARGET = pathlib.Path(os.environ.get("HLO_ROUNDTRIP_GPU_TARGET", ROOT.parent / "shared" / "gpu_target_h100.txtpb"))
 
 
 def stand_in_sizes(input_size, hidden_size, num_layers, batch_size, max_seq_length, dropout, bidirectional,
@@ -42,32 +40,25 @@ def main() -> None:
     args = parser.parse_args()
 
     import jax
-    import jaxlib._hlo as xla_hlo
-    from jax.experimental import topologies
     from jax.sharding import SingleDeviceSharding
     from jax._src.lib import gpu_rnn as jax_gpu_rnn
     from jaxlib import gpu_rnn
 
     sys.path.insert(0, str(ROOT))
     from tests.passes.rnn.cases import cases, lstm_program
-    from tests.programs.generate import relativize_source_paths
+    from tests.programs.generate import compiled_hlo_text, h100_devices, versioned_dump_folder
 
     gpu_rnn.compute_rnn_workspace_reserve_space_sizes = stand_in_sizes
     jax_gpu_rnn.compute_rnn_workspace_reserve_space_sizes = stand_in_sizes
-    topology = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology="1x1x1")
-    sharding = SingleDeviceSharding(topology.devices[0])
-    options = xla_hlo.HloPrintOptions()
-    options.print_large_constants = True
-    major, minor = jax.__version__.split(".")[:2]
-    out = HERE / "dumps" / f"jax{major}{int(minor):02d}"
-    out.mkdir(parents=True, exist_ok=True)
+    sharding = SingleDeviceSharding(h100_devices(1)[0])
+    out = versioned_dump_folder(HERE)
     only = set(args.only.split(",")) if args.only else None
     for case in cases().values():
         if only and case.name not in only:
             continue
         specs = [jax.ShapeDtypeStruct(shape, dtype, sharding=sharding) for shape, dtype in case.input_shapes()]
         compiled = jax.jit(lstm_program(case)).lower(*specs).compile()
-        text = relativize_source_paths(compiled._executable.xla_executable.hlo_modules()[0].to_string(options))
+        text = compiled_hlo_text(compiled)
         for target in ("cudnn_rnn_ffi",) + (("cudnn_rnn_bwd_ffi",) if case.grad else ()):
             if f'custom_call_target="{target}"' not in text:
                 raise SystemExit(f"{case.name}: the dump has no {target} call")

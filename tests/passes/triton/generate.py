@@ -23,7 +23,7 @@ import traceback
 import numpy as np
 
 from tests.passes.triton.kernels import BY_NAME, CASES
-from tests.programs.generate import GPU_TARGET, ROOT, relativize_source_paths
+from tests.programs.generate import ROOT, h100_devices, relativize_source_paths
 
 SEED = 0
 
@@ -36,14 +36,6 @@ def relative_kernel_sources() -> None:
 
     jax.config.update("jax_hlo_source_file_canonicalization_regex",
                       "^(" + re.escape(str(ROOT)) + "/|.*/site-packages/)")
-
-
-def h100_devices(count: int) -> list:
-    """`count` deviceless H100s (DESIGN §7: the GPU recipe's target description)."""
-    from jax.experimental import topologies
-
-    topo = topologies.get_topology_desc("", "cuda", target_config=GPU_TARGET.read_text(), topology=f"1x1x{count}")
-    return list(topo.devices)
 
 
 def output_folder(path: str) -> pathlib.Path:
