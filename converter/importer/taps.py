@@ -20,9 +20,16 @@ buffer of that many values, written in place at the counter; `all` needs the tri
 counter the body adds 1 to and the loop starts from a constant), otherwise it is refused
 and A:B asked for.  Iterations selected but never run stay zero.
 
+Every while loop that carries taps and whose trip count the dump does not give (see
+`trip_count`) also returns how many iterations it ran, as the extra result
+`iterations:WHILE` (an s32; for a loop inside another loop, that of the outer loop's last
+or selected iterations): a tap of a loop that ran no iteration holds zeros, not a value,
+and the count says so (extract refuses such a cut).
+
 The extra results are named in the module attribute `hlo.taps` (one string per extra
-result, in order: `NAME`, or `NAME#i` for leaf i of a tuple-shaped instruction) and
-written by `run --outputs` as `tap:NAME` after `out0..outM`.
+result, in order: `NAME`, or `NAME#i` for leaf i of a tuple-shaped instruction,
+`iterations:WHILE`) and written by `run --outputs` as `tap:NAME` after `out0..outM`
+(`iterations:WHILE` as it is).
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ from dataclasses import dataclass, field
 
 from converter.common.errors import ConverterError, SourceLocation, diagnostic
 from converter.common.suggest import did_you_mean
-from converter.hlo.ir import Computation, Instruction, Module
+from converter.hlo.ir import Computation, Instruction, Module, Shape
 
 # Computation-valued attributes whose computation is imported in line with the caller
 # (its values are values of the caller's block) and those that are a while body.
 INLINED = {("fusion", "calls"), ("call", "to_apply"), ("async-start", "calls")}
 LOOP_BODY = ("while", "body")
+# The label prefix of a loop's iteration count among the tap results.
+ITERATIONS = "iterations:"
 TAPS_ATTR = "hlo.taps"
 
 
@@ -161,7 +170,25 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
         instructions[name] = instr
         for body in bodies:
             in_loop_body.setdefault(body, []).append(name)
-    plan = TapPlan([n for n in names if n in instructions], instructions, in_loop_body, keep_fusions)
+    # Each loop that carries taps returns its iteration count, carried out of the loops
+    # around it as a tap of theirs (hence in-loop bodies are visited inner to outer).
+    callers = _callers_cached(hlo)
+    counted: list[str] = []
+    pending = list(in_loop_body)
+    while pending:
+        body = pending.pop(0)
+        caller_comp, loop, _ = callers[body][0]
+        name = ITERATIONS + loop.name
+        if name in instructions or trip_count(hlo, caller_comp, loop) is not None:
+            continue  # a loop of known trip count runs it whenever it runs: nothing to return
+        instructions[name] = Instruction(name, "while-iterations", Shape("s32"), [], {}, loop.line, loop.col)
+        where[name] = caller_comp
+        counted.append(name)
+        for outer in tap_path(hlo, caller_comp, keep_fusions)[2]:
+            in_loop_body.setdefault(outer, []).append(name)
+            if outer not in pending:
+                pending.append(outer)
+    plan = TapPlan([n for n in names if n in instructions] + counted, instructions, in_loop_body, keep_fusions)
     if request.iterations is not None:
         for name in plan.names:
             plan.bodies_of[name] = list(reversed(tap_path(hlo, where[name], keep_fusions)[2]))
@@ -334,7 +361,7 @@ def output_keys(num_results: int, labels: list[str]) -> list[str]:
     """`out0..outM` for the program's own results, then `tap:LABEL` for each tap (a host
     callback's value is labelled `callback:NAME` already: converter.importer.callbacks)."""
     base = num_results - len(labels)
-    return [f"out{i}" for i in range(base)] + [label if label.startswith("callback:") else f"tap:{label}"
+    return [f"out{i}" for i in range(base)] + [label if label.startswith(("callback:", ITERATIONS)) else f"tap:{label}"
                                                for label in labels]
 
 

@@ -45,9 +45,10 @@ def contraction_is_off() -> bool:
     return bool((run_with_xla(_PROBE, [x])[0] == two_roundings).all())
 
 
-def turn_contraction_off(what: str) -> None:
+def turn_contraction_off(what: str, devices: int = 1) -> None:
     """Add FLAG to XLA_FLAGS before XLA reads them, and check it took (a probe compile).
-    Raises ConverterError naming what to do when it cannot: XLA read its flags already in
+    The probe starts JAX's CPU backend, which fixes its device count: `devices`, the most
+    the process will run a module on, are made first.  Raises ConverterError naming what to do when it cannot: XLA read its flags already in
     this process (set XLA_FLAGS before starting), or the host is not x86 (the flag names
     x86 instruction sets)."""
     if platform.machine().lower() not in ("x86_64", "amd64", "i686", "i386"):
@@ -56,6 +57,9 @@ def turn_contraction_off(what: str) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if FLAG not in flags.split():
         os.environ["XLA_FLAGS"] = (flags + " " + FLAG).strip()
+    from converter.runtime.program import configure_cpu_devices
+
+    configure_cpu_devices(devices)
     if not contraction_is_off():
         raise ConverterError(f"{what}: XLA's CPU compiler still contracts multiply-adds in this process (it read "
                              f"its flags before); start it with XLA_FLAGS={FLAG}")

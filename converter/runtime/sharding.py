@@ -10,6 +10,7 @@ import numpy as np
 from converter.common.errors import ConverterError
 from converter.hlo import attrs
 from converter.hlo.parser import parse_sharding
+from converter.importer.taps import ITERATIONS
 
 
 def _parse(text: str | None) -> attrs.Sharding | None:
@@ -141,7 +142,7 @@ def shardings_with_fallback(program, source: str | None) -> tuple[list[str | Non
     results of the module `source` describes: they are left out of the match and given
     the sharding their instruction carries in the dump, if any (`tap_shardings`)."""
     params = [spec.sharding for spec in program.params]
-    own = [spec for spec in program.results if not spec.name.startswith("tap:")]
+    own = [spec for spec in program.results if not spec.name.startswith(("tap:", ITERATIONS))]
     results = [spec.sharding for spec in own]
     tapped = program.results[len(own):]
     if source is not None and not all(s is not None for s in params + results):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from converter.common.errors import ConverterError
 from converter.hlo.ir import Instruction, Module
-from converter.importer.taps import INLINED, LOOP_BODY, TapRequest, called_computations, tap_path
+from converter.importer.taps import INLINED, ITERATIONS, LOOP_BODY, TapRequest, called_computations, tap_path
 
 if TYPE_CHECKING:  # annotations only: NumPy loads where arrays are made, not at the CLI's start-up
     import numpy as np
@@ -344,7 +344,7 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
         programs.append(program_from_module(module, hlo, hlo.path, options=tapped))
     a, b = programs
     describe = f"({', '.join(p.describe() for p in a.params)} vs {', '.join(p.describe() for p in b.params)})"
-    n_outs = [sum(1 for s in p.results if not s.name.startswith("tap:")) for p in programs]
+    n_outs = [sum(1 for s in p.results if not s.name.startswith(("tap:", ITERATIONS))) for p in programs]
     if len(a.params) != len(b.params) or [p.element_type for p in a.params] != [p.element_type for p in b.params] \
             or n_outs[0] != n_outs[1]:
         raise ConverterError(f"error: {path_a} and {path_b} take or return different values {describe}, "
@@ -359,7 +359,7 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
         raise ConverterError(f"error: {path_a} and {path_b} take different parameters {describe} on "
                              f"{a.num_devices} and {b.num_devices} device(s): not two dumps of one program")
     sides = [Side(p, path, w, [s.sharding for s in p.params],
-                  [s.sharding for s in p.results if not s.name.startswith("tap:")])
+                  [s.sharding for s in p.results if not s.name.startswith(("tap:", ITERATIONS))])
              for p, path, w in zip(programs, (path_a, path_b), whole)]
     global_form = ""
     if global_arrays:
@@ -404,7 +404,7 @@ def compare_dumps(path_a: str, path_b: str, inputs_path: str | None = None, seed
             continue
         pairs.append(Pair(k, name_a, name_b, diff(value_b.reshape(value_a.shape), value_a)))
     outputs, not_compared = [], []
-    out_names = [s.name for s in a.results if not s.name.startswith("tap:")]
+    out_names = [s.name for s in a.results if not s.name.startswith(("tap:", ITERATIONS))]
     for index, name in enumerate(out_names):
         value_a, value_b = outs_a[name], outs_b[name]
         if global_arrays:

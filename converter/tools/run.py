@@ -11,6 +11,7 @@ import numpy as np
 
 from converter.common.textfmt import human_bytes, table
 from converter.runtime import distributed
+from converter.importer.taps import ITERATIONS
 from converter.tools.options import RunOptions
 
 
@@ -509,7 +510,7 @@ def _assembled(outputs, program, result_shardings, n: int) -> list[np.ndarray]:
     assembled, per_device_taps = [], []
     for o, spec, sh in zip(outputs, program.results, result_shardings):
         whole = assemble_global(o, sh)
-        if whole is None and spec.name.startswith(("tap:", "callback:")):
+        if whole is None and spec.name.startswith(("tap:", "callback:", ITERATIONS)):
             whole = o  # an instruction's value has no sharding of its own: per device
             per_device_taps.append(spec.name)
         elif whole is None:
@@ -587,7 +588,7 @@ def compare_with_snapshot(snapshot, program, outputs, path: str) -> int:
     agree within the dtype's tolerance, 1 otherwise."""
     from converter.runtime.compare import compare
 
-    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith(("tap:", "callback:"))]
+    own = [o for spec, o in zip(program.results, outputs) if not spec.name.startswith(("tap:", "callback:", ITERATIONS))]
     if len(own) != len(snapshot.result):
         print(f"\n{path}: the snapshot records {len(snapshot.result)} result(s), the module returns {len(own)}")
         return 1

@@ -15,7 +15,7 @@ from converter.runtime.convert import convert_module
 from converter.hlo.parser import parse_hlo_file
 from converter.importer.core import ImportOptions
 from converter.runtime.program import program_from_module
-from converter.importer.taps import TapError, TapRequest, truncated_module
+from converter.importer.taps import ITERATIONS, TapError, TapRequest, truncated_module
 from converter.runtime.xla_oracle import xla_program
 from tests.helpers import assert_close
 
@@ -115,6 +115,8 @@ def test_taps_in_a_while_with_a_dynamic_trip_count(n):
     np.testing.assert_array_equal(taps["tap:mul.0"], expected)
     np.testing.assert_array_equal(taps["tap:broadcast_multiply_fusion"], expected)
     assert taps["tap:wrapped_add"] == n
+    # The loop's own count says whether the taps hold a value (n = 0: they hold zeros).
+    assert taps["iterations:while.0"] == n
     if n:
         np.testing.assert_array_equal(taps["out1"], expected)
 
@@ -137,8 +139,11 @@ def test_taps_in_nested_loops():
     for name in plan.names:
         instr = plan.instructions[name]
         leaves = [leaf for leaf in instr.shape.leaves() if not leaf.is_token]
-        got = [o for k, o in zip(keys, outs) if k == f"tap:{name}" or k.startswith(f"tap:{name}#")]
+        key = name if name.startswith(ITERATIONS) else f"tap:{name}"
+        got = [o for k, o in zip(keys, outs) if k == key or k.startswith(f"{key}#")]
         assert [tuple(np.shape(g)) for g in got] == [leaf.dims for leaf in leaves], name
+    # Its four loops count to constants (trip counts the dump gives): no count is returned.
+    assert not any(k.startswith(ITERATIONS) for k in keys)
 
 
 def test_tap_errors_name_the_instruction_and_why():
@@ -220,3 +225,73 @@ def test_taps_in_nested_loops_are_the_last_inner_iteration_of_the_last_outer_one
     values = [outs[f"tap:{n}"] for n in inner]
     assert any(np.array_equal(v, c) for v in values)
     assert any(np.array_equal(v, prev) for v in values)
+
+
+NESTED_DYNAMIC = """HloModule nested_dynamic
+
+inner_body {
+  p = (s32[], s32[], f32[2]) parameter(0)
+  j = s32[] get-tuple-element(p), index=0
+  limit = s32[] get-tuple-element(p), index=1
+  v = f32[2] get-tuple-element(p), index=2
+  one = s32[] constant(1)
+  j1 = s32[] add(j, one)
+  two = f32[] constant(2)
+  b = f32[2] broadcast(two), dimensions={}
+  twice = f32[2] multiply(v, b)
+  ROOT t = (s32[], s32[], f32[2]) tuple(j1, limit, twice)
+}
+
+inner_cond {
+  p = (s32[], s32[], f32[2]) parameter(0)
+  j = s32[] get-tuple-element(p), index=0
+  limit = s32[] get-tuple-element(p), index=1
+  ROOT lt = pred[] compare(j, limit), direction=LT
+}
+
+outer_body {
+  p = (s32[], s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  v = f32[2] get-tuple-element(p), index=2
+  zero = s32[] constant(0)
+  start = (s32[], s32[], f32[2]) tuple(zero, i, v)
+  inner = (s32[], s32[], f32[2]) while(start), condition=inner_cond, body=inner_body
+  w = f32[2] get-tuple-element(inner), index=2
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  ROOT t = (s32[], s32[], f32[2]) tuple(i1, n, w)
+}
+
+outer_cond {
+  p = (s32[], s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] get-tuple-element(p), index=1
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  x = f32[2] parameter(0)
+  n = s32[] parameter(1)
+  zero = s32[] constant(0)
+  start = (s32[], s32[], f32[2]) tuple(zero, n, x)
+  outer = (s32[], s32[], f32[2]) while(start), condition=outer_cond, body=outer_body
+  ROOT r = f32[2] get-tuple-element(outer), index=2
+}
+"""
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_loops_of_unknown_trip_count_return_how_often_they_ran(n, tmp_path):
+    """Outer loop i < n, inner loop j < i doubling the value: the outer loop runs n times
+    and the inner loop, in the outer loop's last iteration, n - 1 times (0 when the outer
+    never ran).  The tap of the inner body's product is x * 2**(0+1+...+(n-1)) after the
+    loops, and zeros when no inner iteration ran: the counts say which."""
+    path = tmp_path / "nested_dynamic.hlo"
+    path.write_text(NESTED_DYNAMIC)
+    x = np.array([1.5, -0.25], np.float32)
+    taps, _ = _run_taps(str(path), ["twice"], [x, np.int32(n)])
+    assert taps["iterations:outer"] == n
+    assert taps["iterations:inner"] == max(n - 1, 0)
+    expected = x * np.float32(2.0 ** (n * (n - 1) // 2)) if n > 1 else np.zeros(2, np.float32)
+    np.testing.assert_array_equal(taps["tap:twice"], expected)

@@ -65,8 +65,9 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
     """A while loop that also carries the values of the taps inside its body: each
     iteration overwrites them, so the loop's extra results are the last iteration's
     values (zeros when it runs none); recorded as the taps' values outside the loop.
-    With --tap-iterations (the plan's `stacked`) it carries a counter too, and per tap a
-    buffer of the selected iterations that each iteration writes its value into."""
+    It carries an iteration counter where the plan asks for `iterations:WHILE` (a loop of
+    unknown trip count) or with --tap-iterations (the plan's `stacked`), which carries per
+    tap a buffer of the selected iterations that each iteration writes its value into."""
     module_importer = ctx.module_importer
     plan = module_importer.tap_plan
     body_name = ctx.attrs["body"]
@@ -79,7 +80,10 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
         for leaf in plan.instructions[name].shape.leaves():
             if not leaf.is_token:
                 zeros.append(ctx.constant(0, leaf.element_type, outer + list(leaf.dims)))
-    counter = [builders.scalar_constant(0, ir.IntegerType.get_signless(32))] if stacked else []
+    from converter.importer.taps import ITERATIONS, array_leaf_mask
+
+    counted = plan.wanted(ITERATIONS + ctx.instr.name)
+    counter = [builders.scalar_constant(0, ir.IntegerType.get_signless(32))] if stacked or counted else []
     state = init + counter + zeros
     op = builders.op("stablehlo.while", [v.type for v in state], state, regions=2)
     for is_body, comp_name in ((False, ctx.attrs["condition"]), (True, body_name)):
@@ -93,18 +97,19 @@ def _while_with_taps(ctx, init: list, taps: list[str]) -> list:
             recorded = module_importer.tap_collectors.pop()
             if is_body:
                 values = module_importer.tap_values(taps, recorded)
-                if stacked:
+                if counter:
                     i = arguments[n]
-                    buffers = arguments[n + 1:]
-                    values = [_write_iteration(buffer, value, i, stacked) for buffer, value in zip(buffers, values)]
+                    if stacked:
+                        buffers = arguments[n + 1:]
+                        values = [_write_iteration(buffer, value, i, stacked) for buffer, value in zip(buffers, values)]
                     one = builders.scalar_constant(1, ir.IntegerType.get_signless(32))
                     values = [builders.binary("add", i, one)] + values
                 results = list(results) + values
             with module_importer.location(comp.root):
                 stablehlo.ReturnOp(results)
     carried = list(op.results)[n + len(counter):]
-    from converter.importer.taps import array_leaf_mask
-
+    if counted:
+        module_importer.record_tap(ITERATIONS + ctx.instr.name, [op.results[n]])
     for name in taps:
         mask = array_leaf_mask(plan.instructions[name])
         count = sum(mask)
