@@ -31,7 +31,7 @@ CATALOG = ["tpu/complex_linear", "tpu/linalg_complex", "tpu/lm_train_step", "gpu
            "tpu/spmd_lm_train_step"]
 
 
-def transformer_dump(layers: int, plant_layer: int, directory: str) -> tuple[str, list[np.ndarray]]:
+def transformer_dump(layers: int, plant_layer: int, directory: str, backend: str = "cpu") -> tuple[str, list[np.ndarray]]:
     """A pre-norm transformer of `layers` unrolled layers (attention and a GELU MLP) as XLA's
     optimized CPU HLO, and inputs whose per-layer norm offset makes layer `plant_layer`'s
     variance negative: rsqrt of it is NaN, and that NaN leaves its fusion."""
@@ -62,8 +62,18 @@ def transformer_dump(layers: int, plant_layer: int, directory: str) -> tuple[str
     offsets[plant_layer] = 1e3
     inputs = [rng.standard_normal((seq, d)).astype(np.float32), scale(layers, d, 3 * d), scale(layers, d, d),
               scale(layers, d, ff), scale(layers, ff, d), offsets]
-    text = jax.jit(model).lower(*inputs).compile().as_text()
-    path = os.path.join(directory, f"transformer_{layers}.hlo")
+    if backend == "cpu":
+        text = jax.jit(model).lower(*inputs).compile().as_text()
+    else:  # four H100s described by the target file, compiled without them (DESIGN §7); one used
+        from jax.experimental import topologies
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        target = pathlib.Path(os.environ.get("HLO_ROUNDTRIP_GPU_TARGET", ROOT.parent / "shared" / "gpu_target_h100.txtpb"))
+        devices = topologies.get_topology_desc("", "cuda", target_config=target.read_text(), topology="1x1x4").devices
+        sharding = NamedSharding(Mesh(np.array(devices[:1]), ("x",)), PartitionSpec())
+        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in inputs]
+        text = jax.jit(model).lower(*specs).compile().as_text()
+    path = os.path.join(directory, f"transformer_{backend}_{layers}.hlo")
     pathlib.Path(path).write_text(text)
     return path, inputs
 
@@ -127,14 +137,32 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated names (catalog 'tpu/complex_linear' or 'transformer')")
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--plant-layer", type=int, default=17)
+    parser.add_argument("--gpu-python", help="also the transformer dumped for an H100 (deviceless) by this "
+                                             "Python, which has jax[cuda12] (e.g. /opt/envs/cuda012/bin/python)")
+    parser.add_argument("--write-gpu-dump", metavar="DIR", help=argparse.SUPPRESS)  # what --gpu-python runs
     args = parser.parse_args()
+    if args.write_gpu_dump:
+        path, inputs = transformer_dump(args.layers, args.plant_layer, args.write_gpu_dump, "gpu")
+        np.savez(path + ".inputs.npz", *inputs)
+        return
     only = set(args.only.split(",")) if args.only else None
     cases: list[tuple[str, str, list | None]] = [(name, str(ROOT / "tests" / "dumps" / f"{name}.hlo"), None)
                                                  for name in CATALOG if only is None or name in only]
     with tempfile.TemporaryDirectory() as tmp:
         if only is None or "transformer" in only:
             path, inputs = transformer_dump(args.layers, args.plant_layer, tmp)
-            cases.append((f"transformer ({args.layers} layers, NaN in layer {args.plant_layer})", path, inputs))
+            cases.append((f"transformer, CPU ({args.layers} layers, NaN in layer {args.plant_layer})", path, inputs))
+        if args.gpu_python and (only is None or "transformer-gpu" in only):
+            import subprocess
+
+            env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
+                       XLA_FLAGS="--xla_gpu_enable_triton_gemm=false")
+            subprocess.run([args.gpu_python, __file__, "--layers", str(args.layers), "--plant-layer",
+                            str(args.plant_layer), "--write-gpu-dump", tmp], check=True, env=env)
+            path = os.path.join(tmp, f"transformer_gpu_{args.layers}.hlo")
+            with np.load(path + ".inputs.npz") as npz:
+                inputs = [npz[f"arr_{i}"] for i in range(len(npz.files))]
+            cases.append((f"transformer, H100 ({args.layers} layers, NaN in layer {args.plant_layer})", path, inputs))
         print("| dump | instructions | rows: fused / escaping mode | plain: compile / total | exhaustive: "
               "compile / total | escaping: compiles / total | first origin: exhaustive / escaping |")
         print("|---|---|---|---|---|---|---|")

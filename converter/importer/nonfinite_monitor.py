@@ -78,11 +78,18 @@ class MonitorScope:
     # that iteration only (the second run of the escaping search asks where a fusion's
     # NaN/Inf came from at the iteration it left the fusion, not where one was made first).
     only_iterations: tuple[tuple[tuple[int, ...], int], ...] = ()
+    # Not None: only the values under this path get rows (the second run of the escaping
+    # search checks one fusion's instructions, not again every value the first run did:
+    # its compile costs about a plain one).
+    within: tuple[int, ...] | None = None
 
     def enters(self, fusion_path: tuple[int, ...]) -> bool:
         if self.fusions is None:
             return True
         return any(fusion_path[:k] in self.fusions for k in range(1, len(fusion_path) + 1))
+
+    def checks(self, path: tuple[int, ...]) -> bool:
+        return self.within is None or (len(path) > len(self.within) and path[: len(self.within)] == self.within)
 
     def only_iteration(self, loop_path: tuple[int, ...]) -> int | None:
         return dict(self.only_iterations).get(loop_path)
@@ -90,8 +97,9 @@ class MonitorScope:
     @staticmethod
     def inside(fusion_path: tuple[int, ...], loop_paths: Sequence[tuple[int, ...]],
                iterations: Sequence[int]) -> MonitorScope:
-        """One fusion instance entered, at the given iterations of the loops around it."""
-        return MonitorScope(frozenset({fusion_path}), tuple(zip(map(tuple, loop_paths), iterations)))
+        """One fusion instance entered and its instructions alone checked, at the given
+        iterations of the loops around it."""
+        return MonitorScope(frozenset({fusion_path}), tuple(zip(map(tuple, loop_paths), iterations)), fusion_path)
 
 
 # `--find-nonfinite`: every fused instruction; `--find-nonfinite=escaping`'s first run:
@@ -182,12 +190,13 @@ def monitor_plan(hlo: Module, scope: MonitorScope = EXHAUSTIVE, keep_fusions: bo
                 if instr.opcode == "while":
                     start = len(plan.items)
                     walk(inner, here, loops + (instr.name,), loop_after + (len(here) - 1,), fusion)
-                    plan.loops[here] = LoopSlice(start, len(plan.items), len(loops), scope.only_iteration(here))
+                    if len(plan.items) > start:  # else imported as it is: nothing in it is checked
+                        plan.loops[here] = LoopSlice(start, len(plan.items), len(loops), scope.only_iteration(here))
                     plan.depth = max(plan.depth, len(loops) + 1)
                 else:
                     walk(inner, here, loops, loop_after, instr if instr.opcode == "fusion" else fusion)
                 here = here + (AFTER,)
-            if has_float_leaf(instr) and instr.opcode not in PASS_THROUGH:
+            if has_float_leaf(instr) and instr.opcode not in PASS_THROUGH and scope.checks(here):
                 plan.index[here] = len(plan.items)
                 plan.items.append(MonitorItem(instr, here, loops, loop_after, fusion))
 

@@ -369,12 +369,50 @@ def test_a_jax_loop_dumped_optimized_is_found_at_the_iteration_numpy_finds(tmp_p
             expected = (i, int(bad.sum()))
             break
     assert expected is not None
-    found = run_monitor(text, [x, step], "jax_loop.hlo")
-    assert found
-    first = found[0]
-    assert first.opcode == "log"
-    assert first.iterations[-1] == expected[0] and first.count == expected[1]
-    assert len(first.loops) == 1
+    for mode in ("exhaustive", "escaping"):  # 0 * NaN is NaN: the log's NaN leaves its fusion
+        found = run_monitor(text, [x, step], "jax_loop.hlo", mode=mode)
+        assert found, mode
+        first = found[0]
+        assert first.opcode == "log", mode
+        assert first.iterations[-1] == expected[0] and first.count == expected[1]
+        assert len(first.loops) == 1
+
+
+@pytest.mark.parametrize("backend", ["tpu", pytest.param("gpu", marks=pytest.mark.slow)])
+def test_a_catalog_dump_with_an_overflowing_input_row(backend):
+    """The catalog's softmax_layernorm dump (JAX's x.var, then rsqrt(var + 1e-5)) with one
+    input row of +-3e19: NumPy says its squared deviations overflow (the first non-finite
+    value: 32 elements) and that the program's outputs stay finite (rsqrt(inf) = 0).  The
+    exhaustive search names the squaring on every backend.  The escaping search names it
+    where the dump's fusion holding it returns the variance (TPU: a multiply-reduce fusion),
+    and nothing where that fusion goes on to the rsqrt (GPU): the Inf never leaves it."""
+    from pathlib import Path
+
+    from converter.hlo.parser import parse_hlo
+
+    path = Path(__file__).resolve().parents[1] / "dumps" / backend / "softmax_layernorm.hlo"
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    x[5, ::2], x[5, 1::2] = 3e19, -3e19
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = (x - x.mean(-1, keepdims=True)) ** 2
+        var = squares.mean(-1, keepdims=True)
+        outputs = [np.exp(x - x.max(-1, keepdims=True)), (x - x.mean(-1, keepdims=True)) / np.sqrt(var + 1e-5) * g]
+    assert int((~np.isfinite(squares)).sum()) == 32 and not np.isfinite(var).all()
+    assert all(np.isfinite(o).all() for o in outputs)
+    text = path.read_text()
+    exhaustive = run_monitor(text, [x, g], str(path))
+    first = exhaustive[0]
+    assert (first.opcode, first.count, first.elements) == ("multiply", 32, x.size)
+    assert first.op_name.endswith("/square") and first.source == "tests/programs/catalog.py:110"
+    hlo = parse_hlo(text, str(path))
+    fusion = next(i for c in hlo.computations for i in c.instructions if i.name == first.fusion)
+    computation = hlo.by_name[fusion.attrs["calls"][0]]
+    escaping = run_monitor(text, [x, g], str(path), mode="escaping")
+    if any(i.opcode == "rsqrt" for i in computation.instructions):
+        assert escaping == []
+    else:
+        assert [(o.name, o.count, o.fusion) for o in escaping[:1]] == [(first.name, 32, first.fusion)]
 
 
 def test_cli_exit_status_is_the_verdict(tmp_path, capsys):
