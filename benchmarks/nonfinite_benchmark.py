@@ -110,7 +110,7 @@ def measure(path: str, inputs: list[np.ndarray] | None) -> dict:
     row["plain total"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    found = find_nonfinite(converted_with(EXHAUSTIVE), arrays, EXHAUSTIVE)
+    found = find_nonfinite(converted_with(EXHAUSTIVE), arrays, scope=EXHAUSTIVE)
     row["exhaustive compile"] = compiles.pop()
     row["exhaustive total"] = time.perf_counter() - start
     row["exhaustive first"] = _first(found)

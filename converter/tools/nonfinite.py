@@ -6,11 +6,12 @@ Two searches.  `exhaustive` (bare `--find-nonfinite`) checks every instruction, 
 included, in one run: the first origin, also one whose NaN a later instruction of its
 fusion masks (`where(x > 0, log(x), 0)`).  Its price is XLA's compile: a reduction per
 fused instruction breaks XLA's own fusion (several times the plain compile).  `escaping`
-runs twice: first with each fusion's result checked as one value (the compile of a plain
-run, about), which finds the first value outside fusions that holds a NaN/Inf from finite
-operands, and its iterations; when that value is a fusion's, again with that one fusion
-instance entered, to name the instruction inside it that made the NaN/Inf at that
-iteration.  It does not see a NaN/Inf made and masked inside a fusion.
+runs twice: first with each fusion's result checked as one value (a row per value outside
+fusions), which finds the first such value that holds a NaN/Inf from finite operands, and
+its iterations; when that value is a fusion's, again with only that fusion instance's
+instructions checked, at those iterations (a compile about a plain run's), to name the
+instruction inside it that made the NaN/Inf.  It does not see a NaN/Inf made and masked
+inside a fusion.
 
 Exit status (a verdict, as DESIGN's comparisons): 0 no instruction produced a non-finite
 value from finite operands; 3 one did (the first is printed); 1/2 as every command.
@@ -98,7 +99,7 @@ def _innermost(found: list[Origin]) -> list[Origin]:
     return [o for o in found if not (o.key and o.key[-1] == AFTER and o.key[:-1] in inner_prefixes)]
 
 
-def find_nonfinite(program, arrays, scope=None, keep_fusions: bool = False) -> list[Origin]:
+def find_nonfinite(program, arrays, keep_fusions: bool = False, scope=None) -> list[Origin]:
     """Run a program converted with ImportOptions(find_nonfinite=scope, keep_fusions=...)
     (scope None: EXHAUSTIVE) and return the origins, first first (per device for a
     multi-device module: the earliest device's first, then the others)."""
@@ -134,12 +135,12 @@ def find_escaping_nonfinite(program, arrays, converted_with: Callable, keep_fusi
     iteration is not the one that made this one.  The other origins are the first run's."""
     from converter.importer.nonfinite_monitor import AFTER, FUSIONS_WHOLE, MonitorScope
 
-    found = find_nonfinite(program, arrays, FUSIONS_WHOLE, keep_fusions)
+    found = find_nonfinite(program, arrays, keep_fusions, FUSIONS_WHOLE)
     if not found or found[0].opcode != "fusion" or keep_fusions:
         return found
     first = found[0]
     scope = MonitorScope.inside(first.path, first.loop_paths, first.iterations)
-    again = find_nonfinite(converted_with(scope), arrays, scope, keep_fusions)
+    again = find_nonfinite(converted_with(scope), arrays, keep_fusions, scope)
     depth = len(first.path)
     inside = [o for o in again if o.path[:depth] == first.path and o.path[depth:] != (AFTER,)
               and o.iterations == first.iterations and o.device == first.device]
@@ -235,7 +236,7 @@ def run_find_nonfinite(o) -> int:
 
         found = find_escaping_nonfinite(program, arrays, converted_with, keep_fusions)
     else:
-        found = find_nonfinite(program, arrays, EXHAUSTIVE, keep_fusions)
+        found = find_nonfinite(program, arrays, keep_fusions, EXHAUSTIVE)
     print(format_report(o.input, found, program.num_devices, mode=mode))
     sys.stdout.flush()
     return EXIT_FOUND if found else EXIT_NONE

@@ -178,7 +178,7 @@ def run_monitor(text: str, inputs: list[np.ndarray], path: str = "nest.hlo", mod
 
     if mode == "escaping":
         return find_escaping_nonfinite(converted_with(FUSIONS_WHOLE), inputs, converted_with)
-    return find_nonfinite(converted_with(EXHAUSTIVE), inputs, EXHAUSTIVE)
+    return find_nonfinite(converted_with(EXHAUSTIVE), inputs, scope=EXHAUSTIVE)
 
 
 @st.composite
