@@ -83,9 +83,10 @@ class ImportOptions:
     # pipeline that runs cse before anything else reads the module (convert sets it then,
     # from passes.lib.manager.merge_before_cse).  None: every instruction builds its ops.
     merge_duplicates: tuple[Callable[[ir.Operation, ir.Value], bool], ...] | None = None
-    # Count NaN/Inf per instruction as it is computed and return where they first appear
-    # (converter.importer.nonfinite_monitor; `run --find-nonfinite`).
-    find_nonfinite: bool = False
+    # Not None: count NaN/Inf per instruction as it is computed and return where they first
+    # appear (`run --find-nonfinite`), within this converter.importer.nonfinite_monitor.MonitorScope
+    # (which fusion instances are checked instruction by instruction; True: all of them).
+    find_nonfinite: Any = None
 
 
 class ModuleImporter:
@@ -195,10 +196,15 @@ class ModuleImporter:
             from converter.importer.taps import resolve
 
             self.tap_plan = resolve(request, hlo, self.options.keep_fusions)
-        if self.options.find_nonfinite:
-            from converter.importer.nonfinite_monitor import MonitorRecorder, monitor_plan
+        scope = self.options.find_nonfinite
+        if scope is not None and scope is not False:
+            from converter.importer.nonfinite_monitor import EXHAUSTIVE, MonitorRecorder, monitor_plan
 
-            self.monitor = MonitorRecorder(monitor_plan(hlo, self.options.keep_fusions), self.options.keep_fusions)
+            if scope is True:
+                scope = EXHAUSTIVE
+
+            keep = self.options.keep_fusions
+            self.monitor = MonitorRecorder(monitor_plan(hlo, scope, keep), scope, keep)
         with self.context, ir.Location.file(hlo.path, entry.line, entry.col):
             module = ir.Module.create()
             self.module = module

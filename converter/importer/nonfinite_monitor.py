@@ -8,6 +8,12 @@ scalars — the iteration indices at which it first was an origin (one column pe
 nesting level, -1 outside loops) and its non-finite count then (0: never) — so the extra
 result is O(#instructions) scalars, whatever the trip counts.
 
+Which fused computations are checked instruction by instruction is the import's
+MonitorScope: all of them (the exhaustive search, `--find-nonfinite`), or only the fusion
+instances at given paths (`--find-nonfinite=escaping`: none at first, each fusion's result
+checked as one value, then the one fusion instance its first NaN/Inf left).  A fusion not
+entered is one instruction of its caller's block; `monitored_callee` alone decides.
+
 Inside a while body each loop carries an iteration counter and its body's rows: an
 iteration's row replaces the carried one only while that one is still empty, which keeps
 the first iteration; a nested loop's rows get the enclosing loop's counter in its column
@@ -29,6 +35,7 @@ NaN is where it starts).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -58,6 +65,49 @@ def has_float_leaf(instr: Instruction) -> bool:
     return any(_is_float(leaf.element_type) for leaf in instr.shape.leaves())
 
 
+@dataclass(frozen=True)
+class MonitorScope:
+    """Which fusion instances the monitor enters (checks instruction by instruction):
+    every one (`fusions` None), or those at the given paths — a fusion instruction's
+    positions in the computations on the way, as MonitorItem.path, since a fused
+    computation may be shared by several fusion instructions — with the fusions nested
+    in them.  A fusion not entered is checked as one value, its result."""
+
+    fusions: frozenset[tuple[int, ...]] | None = None
+    # (while instruction's path, iteration): the rows of that loop's body are recorded at
+    # that iteration only (the second run of the escaping search asks where a fusion's
+    # NaN/Inf came from at the iteration it left the fusion, not where one was made first).
+    only_iterations: tuple[tuple[tuple[int, ...], int], ...] = ()
+    # Not None: only the values under this path get rows (the second run of the escaping
+    # search checks one fusion's instructions, not again every value the first run did:
+    # its compile costs about a plain one).
+    within: tuple[int, ...] | None = None
+
+    def enters(self, fusion_path: tuple[int, ...]) -> bool:
+        if self.fusions is None:
+            return True
+        return any(fusion_path[:k] in self.fusions for k in range(1, len(fusion_path) + 1))
+
+    def checks(self, path: tuple[int, ...]) -> bool:
+        return self.within is None or (len(path) > len(self.within) and path[: len(self.within)] == self.within)
+
+    def only_iteration(self, loop_path: tuple[int, ...]) -> int | None:
+        return dict(self.only_iterations).get(loop_path)
+
+    @staticmethod
+    def inside(fusion_path: tuple[int, ...], loop_paths: Sequence[tuple[int, ...]],
+               iterations: Sequence[int]) -> MonitorScope:
+        """One fusion instance entered and its instructions alone checked, at the given
+        iterations of the loops around it."""
+        return MonitorScope(frozenset({fusion_path}), tuple(zip(map(tuple, loop_paths), iterations)), fusion_path)
+
+
+# `--find-nonfinite`: every fused instruction; `--find-nonfinite=escaping`'s first run:
+# fusions as whole values.
+EXHAUSTIVE = MonitorScope(None)
+FUSIONS_WHOLE = MonitorScope(frozenset())
+
+
 @dataclass
 class MonitorItem:
     """One row: an instruction at one place of the call tree."""
@@ -70,6 +120,12 @@ class MonitorItem:
     # one's iteration number goes in the time key.
     loops: tuple[str, ...]
     loop_after: tuple[int, ...]
+    # The innermost fusion instruction whose computation holds this one (None: not fused).
+    fusion: Instruction | None = None
+
+    def loop_paths(self) -> tuple[tuple[int, ...], ...]:
+        """The paths of the while instructions on the way (as `loops`)."""
+        return tuple(self.path[: k + 1] for k in self.loop_after)
 
     def time_key(self, iterations: list[int]) -> tuple[int, ...]:
         key: list[int] = []
@@ -86,6 +142,7 @@ class LoopSlice:
     start: int
     end: int
     depth: int  # 0: a loop of the entry
+    only_iteration: int | None = None  # the scope's: rows recorded at this iteration only
 
 
 @dataclass
@@ -115,40 +172,46 @@ class MonitorPlan:
         return out
 
 
-def monitor_plan(hlo: Module, keep_fusions: bool = False) -> MonitorPlan:
+def monitor_plan(hlo: Module, scope: MonitorScope = EXHAUSTIVE, keep_fusions: bool = False) -> MonitorPlan:
+    """The rows of a module imported with `scope` (and the import's keep_fusions)."""
     plan = MonitorPlan()
 
-    def walk(comp: Computation, path: tuple[int, ...], loops: tuple[str, ...], loop_after: tuple[int, ...]) -> None:
+    def walk(comp: Computation, path: tuple[int, ...], loops: tuple[str, ...], loop_after: tuple[int, ...],
+             fusion: Instruction | None) -> None:
         for pos, instr in enumerate(comp.instructions):
             if instr.opcode == "constant" or (instr.opcode == "parameter" and not comp.is_entry):
                 continue
             here = path + (pos,)
-            callee = monitored_callee(instr, keep_fusions)
+            callee = monitored_callee(instr, here, scope, keep_fusions)
             if callee is not None:
                 inner = hlo.by_name.get(callee)
                 if inner is None:
                     continue
                 if instr.opcode == "while":
                     start = len(plan.items)
-                    walk(inner, here, loops + (instr.name,), loop_after + (len(here) - 1,))
-                    plan.loops[here] = LoopSlice(start, len(plan.items), len(loops))
+                    walk(inner, here, loops + (instr.name,), loop_after + (len(here) - 1,), fusion)
+                    if len(plan.items) > start:  # else imported as it is: nothing in it is checked
+                        plan.loops[here] = LoopSlice(start, len(plan.items), len(loops), scope.only_iteration(here))
                     plan.depth = max(plan.depth, len(loops) + 1)
                 else:
-                    walk(inner, here, loops, loop_after)
+                    walk(inner, here, loops, loop_after, instr if instr.opcode == "fusion" else fusion)
                 here = here + (AFTER,)
-            if has_float_leaf(instr) and instr.opcode not in PASS_THROUGH:
+            if has_float_leaf(instr) and instr.opcode not in PASS_THROUGH and scope.checks(here):
                 plan.index[here] = len(plan.items)
-                plan.items.append(MonitorItem(instr, here, loops, loop_after))
+                plan.items.append(MonitorItem(instr, here, loops, loop_after, fusion))
 
-    walk(hlo.entry, (), (), ())
+    walk(hlo.entry, (), (), (), None)
     return plan
 
 
-def monitored_callee(instr: Instruction, keep_fusions: bool) -> str | None:
+def monitored_callee(instr: Instruction, path: tuple[int, ...], scope: MonitorScope, keep_fusions: bool) -> str | None:
     """The computation whose instructions are monitored as part of `instr`'s block (or,
-    for a while, as its body): a fusion's or call's computation imported inline, a while
-    body."""
-    if instr.opcode == "fusion" and not keep_fusions:
+    for a while, as its body): a fusion's (at `path`) imported inline and entered by the
+    scope, a call's computation, a while body.  The one place that decides what is
+    monitored: the plan and the importer's frames both ask it."""
+    if instr.opcode == "fusion":
+        if keep_fusions or not scope.enters(path):
+            return None
         calls = instr.attrs.get("calls")
         return calls[0] if isinstance(calls, (list, tuple)) else calls
     if instr.opcode == "call":
@@ -169,13 +232,14 @@ class MonitorFrame:
     instr: Instruction | None = None
 
 
-def child_frame(parent: MonitorFrame | None, comp: Computation, keep_fusions: bool) -> MonitorFrame:
+def child_frame(parent: MonitorFrame | None, comp: Computation, scope: MonitorScope, keep_fusions: bool) -> MonitorFrame:
     if parent is None:
         return MonitorFrame((), comp) if comp.is_entry else MonitorFrame(None, comp)
     if parent.path is None or parent.instr is None:
         return MonitorFrame(None, comp)
-    if monitored_callee(parent.instr, keep_fusions) == comp.name:
-        return MonitorFrame(parent.path + (parent.position,), comp)
+    here = parent.path + (parent.position,)
+    if monitored_callee(parent.instr, here, scope, keep_fusions) == comp.name:
+        return MonitorFrame(here, comp)
     return MonitorFrame(None, comp)
 
 
@@ -217,8 +281,9 @@ class MonitorRecorder:
     already built per value (per block: a value never crosses into a while body), and per
     block being filled the rows recorded so far."""
 
-    def __init__(self, plan: MonitorPlan, keep_fusions: bool):
+    def __init__(self, plan: MonitorPlan, scope: MonitorScope, keep_fusions: bool):
         self.plan = plan
+        self.scope = scope
         self.keep_fusions = keep_fusions
         self.frames: list[MonitorFrame] = []
         self.blocks: list[dict] = []  # {"counts": {value: count}, "rows": {path: i32 scalar}, "loops": {path: rows}}
@@ -230,7 +295,7 @@ class MonitorRecorder:
         return self.blocks.pop()
 
     def enter(self, comp: Computation) -> MonitorFrame:
-        frame = child_frame(self.frames[-1] if self.frames else None, comp, self.keep_fusions)
+        frame = child_frame(self.frames[-1] if self.frames else None, comp, self.scope, self.keep_fusions)
         self.frames.append(frame)
         return frame
 
@@ -398,6 +463,9 @@ def import_monitored_while(ctx, init: list, loop: LoopSlice, path: tuple[int, ..
                 if is_body:
                     counter, carried = arguments[n], arguments[n + 1]
                     rows = recorder.rows(loop.start, loop.end, loop.depth, counter)
+                    if loop.only_iteration is not None:
+                        at = builders.compare(counter, builders.scalar_constant(loop.only_iteration, _i32()), "EQ")
+                        rows = builders.select(at, rows, initial_rows(recorder.plan, count))
                     width = recorder.plan.depth + 1
                     kept = builders.compare(builders.slice_(carried, [0, width - 1], [count, width]),
                                             builders.scalar_constant(0, _i32(), [count, 1]), "GT")

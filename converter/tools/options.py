@@ -205,7 +205,8 @@ class RunOptions:
     outputs: str | None = None
     save_inputs: str | None = None
     print_literals: str | None = None
-    find_nonfinite: bool = False
+    # `--find-nonfinite[=MODE]`: None, or the search's mode (converter.tools.nonfinite.MODES).
+    find_nonfinite: str | None = None
     # Several processes: launched here (`processes`, `timeout`), or joined (`group`).
     processes: int | None = None
     timeout: float | None = None

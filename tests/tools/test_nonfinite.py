@@ -15,7 +15,8 @@ from converter.hlo.parser import parse_hlo
 from converter.importer.core import ImportOptions
 from converter.runtime.convert import convert_module
 from converter.runtime.program import program_from_module
-from converter.tools.nonfinite import find_nonfinite
+from converter.importer.nonfinite_monitor import EXHAUSTIVE, FUSIONS_WHOLE
+from converter.tools.nonfinite import find_escaping_nonfinite, find_nonfinite
 
 
 
@@ -31,6 +32,8 @@ class Nest:
     fused: bool
     noise: int
     op: str = "sqrt"  # the planted op: sqrt, log or rsqrt of a negative number
+    # Fused: finite ops after the plant inside its fusion (the NaN still leaves it).
+    tail: int = 0
 
 
 def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
@@ -75,6 +78,13 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
     def sqrt_part(prefix: str, x: str, q: str, lines: list[str]) -> str:
         if nest.fused:
             fname = f"fused_sqrt_{prefix}"
+            # `tail` finite ops after the plant (multiply/add by fpos >= 1, then tanh): NaN stays NaN.
+            tail, last = [], f"{prefix}plant"
+            for j in range(nest.tail):
+                op = "tanh" if j == nest.tail - 1 else ("multiply" if j % 2 == 0 else "add")
+                args = last if op == "tanh" else f"{last}, fpos"
+                tail.append(f"  {'ROOT ' if j == nest.tail - 1 else ''}ft{j} = f32[4] {op}({args})")
+                last = f"ft{j}"
             comps.append(f"""{fname} {{
   fx = f32[4] parameter(0)
   fq = f32[] parameter(1)
@@ -84,9 +94,8 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
   fpos = f32[4] add(fxx, fones)
   fqb = f32[4] broadcast(fq), dimensions={{}}
   fneg = f32[4] multiply(fpos, fqb)
-  ROOT {prefix}plant = f32[4] {nest.op}(fneg), metadata={{op_name="jit(f)/{nest.op}" source_file="nest.py" source_line=3}}
-}}
-""")
+  {'' if tail else 'ROOT '}{prefix}plant = f32[4] {nest.op}(fneg), metadata={{op_name="jit(f)/{nest.op}" source_file="nest.py" source_line=3}}
+""" + "".join(line + "\n" for line in tail) + "}\n")
             lines.append(f"  {prefix}fus = f32[4] fusion({x}, {q}), kind=kLoop, calls={fname}")
             return f"{prefix}fus"
         lines.append(f"  {prefix}xx = f32[4] multiply({x}, {x})")
@@ -159,11 +168,17 @@ def nest_hlo(nest: Nest) -> tuple[str, str, list[str]]:
     return text, planted, whiles[: nest.depth + 1]
 
 
-def run_monitor(text: str, inputs: list[np.ndarray], path: str = "nest.hlo"):
+def run_monitor(text: str, inputs: list[np.ndarray], path: str = "nest.hlo", mode: str = "exhaustive"):
+    """The origins `run --find-nonfinite[=mode]` reports, first first."""
     hlo = parse_hlo(text, path)
-    module = convert_module(hlo, import_options=ImportOptions(find_nonfinite=True))
-    program = program_from_module(module, hlo, path)
-    return find_nonfinite(program, inputs)
+
+    def converted_with(scope):
+        module = convert_module(hlo, import_options=ImportOptions(find_nonfinite=scope))
+        return program_from_module(module, hlo, path)
+
+    if mode == "escaping":
+        return find_escaping_nonfinite(converted_with(FUSIONS_WHOLE), inputs, converted_with)
+    return find_nonfinite(converted_with(EXHAUSTIVE), inputs, scope=EXHAUSTIVE)
 
 
 @st.composite
@@ -172,22 +187,28 @@ def nests(draw) -> Nest:
     trips = [draw(st.integers(1, 4)) for _ in range(depth_total)]
     depth = draw(st.integers(-1, depth_total - 1))
     target = [draw(st.integers(0, t - 1)) for t in trips]
-    return Nest(trips, depth, target, draw(st.booleans()), draw(st.integers(0, 2)),
-                draw(st.sampled_from(["sqrt", "log", "rsqrt"])))
+    fused = draw(st.booleans())
+    return Nest(trips, depth, target, fused, draw(st.integers(0, 2)),
+                draw(st.sampled_from(["sqrt", "log", "rsqrt"])), draw(st.integers(0, 3)) if fused else 0)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nests())
 def test_a_nan_planted_at_any_iteration_of_any_loop_nest_is_found_there(nest):
+    """Both searches: the planted NaN leaves its fusion (as its root, or through finite ops
+    after it), so the escaping search's two runs name the same instruction and iterations
+    as the exhaustive one: where the generator planted it."""
     text, planted, whiles = nest_hlo(nest)
-    found = run_monitor(text, [np.linspace(-1, 1, 4, dtype=np.float32)])
-    assert found, text
-    first = found[0]
-    assert first.name == planted, (first, text)
-    assert first.loops == whiles
-    assert first.iterations == nest.target[: nest.depth + 1]
-    assert first.count == 4 and first.opcode == nest.op
-    assert first.op_name == f"jit(f)/{nest.op}" and first.source == "nest.py:3"
+    for mode in ("exhaustive", "escaping"):
+        found = run_monitor(text, [np.linspace(-1, 1, 4, dtype=np.float32)], mode=mode)
+        assert found, (mode, text)
+        first = found[0]
+        assert first.name == planted, (mode, first, text)
+        assert first.loops == whiles
+        assert first.iterations == nest.target[: nest.depth + 1]
+        assert first.count == 4 and first.opcode == nest.op
+        assert first.op_name == f"jit(f)/{nest.op}" and first.source == "nest.py:3"
+        assert first.fusion == (f"L{nest.depth + 1}_fus" if nest.fused else "")
 
 
 def test_no_nan_no_origin_and_nan_inputs_are_the_parameter():
@@ -218,6 +239,109 @@ ENTRY main {
     assert [(o.name, o.count, o.loops) for o in found] == [("e", 2, [])]
 
 
+def masked_loop_hlo(trips: int) -> str:
+    """A loop whose body runs one fused computation as two fusion instances: %fa on x + 5
+    (never negative) and %fb on x = 0.5.  The computation is where(i == 1, 0, log(x - i)):
+    at iteration 1 it makes a NaN and masks it; from iteration 2 on the NaN leaves %fb."""
+    return f"""HloModule masked
+
+fused_log {{
+  p = f32[4] parameter(0)
+  i = s32[] parameter(1)
+  fi = f32[] convert(i)
+  fib = f32[4] broadcast(fi), dimensions={{}}
+  arg = f32[4] subtract(p, fib)
+  l = f32[4] log(arg), metadata={{op_name="jit(f)/log" source_file="masked.py" source_line=7}}
+  one = s32[] constant(1)
+  is_one = pred[] compare(i, one), direction=EQ
+  mask = pred[4] broadcast(is_one), dimensions={{}}
+  zero = f32[] constant(0)
+  zeros = f32[4] broadcast(zero), dimensions={{}}
+  ROOT r = f32[4] select(mask, zeros, l)
+}}
+
+body {{
+  bp = (s32[], f32[4]) parameter(0)
+  bi = s32[] get-tuple-element(bp), index=0
+  bx = f32[4] get-tuple-element(bp), index=1
+  five = f32[] constant(5)
+  fives = f32[4] broadcast(five), dimensions={{}}
+  xa = f32[4] add(bx, fives)
+  fa = f32[4] fusion(xa, bi), kind=kLoop, calls=fused_log
+  fb = f32[4] fusion(bx, bi), kind=kLoop, calls=fused_log
+  s = f32[4] add(fa, fb)
+  one = s32[] constant(1)
+  bj = s32[] add(bi, one)
+  ROOT bt = (s32[], f32[4]) tuple(bj, bx)
+}}
+
+cond {{
+  cp = (s32[], f32[4]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=0
+  n = s32[] constant({trips})
+  ROOT lt = pred[] compare(ci, n), direction=LT
+}}
+
+ENTRY main {{
+  x = f32[4] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT out = f32[4] get-tuple-element(w), index=1
+}}
+"""
+
+
+def test_a_nan_masked_inside_a_fusion_is_the_exhaustive_origin_and_not_the_escaping_one():
+    """The documented difference: the exhaustive search names the log at iteration 1,
+    where where(i == 1, 0, log(x - i)) masks its NaN inside %fb; the escaping search names
+    the same log at iteration 2, where the NaN first leaves %fb (its second run records the
+    fusion's instructions at that iteration only), inside the fusion instance %fb, not %fa,
+    which runs the same fused computation.  NumPy says where each happens."""
+    x = np.full(4, 0.5, np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logs = [np.log(x - np.float32(i)) for i in range(4)]
+    made = next(i for i, v in enumerate(logs) if not np.isfinite(v).all())
+    escaped = next(i for i, v in enumerate(logs) if not np.isfinite(np.where(i == 1, 0, v)).all())
+    assert (made, escaped) == (1, 2)
+    exhaustive = run_monitor(masked_loop_hlo(4), [x], "masked.hlo")
+    escaping = run_monitor(masked_loop_hlo(4), [x], "masked.hlo", mode="escaping")
+    assert [(o.name, o.iterations, o.fusion, o.count) for o in exhaustive[:1]] == [
+        ("l", [made], "fb", int((~np.isfinite(logs[made])).sum()))]
+    assert [(o.name, o.iterations, o.fusion, o.count, o.op_name, o.source) for o in escaping[:1]] == [
+        ("l", [escaped], "fb", int((~np.isfinite(logs[escaped])).sum()), "jit(f)/log", "masked.py:7")]
+    # Masked only (the loop stops before iteration 2): nothing leaves a fusion.
+    assert run_monitor(masked_loop_hlo(2), [x], "masked.hlo", mode="escaping") == []
+    assert [o.iterations for o in run_monitor(masked_loop_hlo(2), [x], "masked.hlo")] == [[1]]
+
+
+def test_cli_modes_report_which_search_ran(tmp_path, capsys, monkeypatch):
+    from converter.tools import nonfinite
+    from converter.tools.cli import main
+
+    path = tmp_path / "masked.hlo"
+    path.write_text(masked_loop_hlo(4))
+    x = tmp_path / "x.npz"
+    np.savez(x, arg0=np.full(4, 0.5, np.float32))
+    assert main(["run", str(path), "--inputs", str(x), "--find-nonfinite=escaping"]) == 3
+    printed = capsys.readouterr().out
+    assert "first non-finite value: %l (log), iteration 2 of %w" in printed
+    assert "inside %fb" in printed and "escaping mode:" in printed and "masked inside a fusion is not reported" in printed
+    monkeypatch.setattr(nonfinite, "SLOW_FUSED_INSTRUCTIONS", 0)
+    assert main(["run", str(path), "--inputs", str(x), "--find-nonfinite"]) == 3
+    captured = capsys.readouterr()
+    assert "first non-finite value: %l (log), iteration 1 of %w" in captured.out
+    assert "escaping mode" not in captured.out
+    assert "--find-nonfinite=escaping" in captured.err  # the hint: fused instructions make this compile slow
+    path.write_text(masked_loop_hlo(2))
+    assert main(["run", str(path), "--inputs", str(x), "--find-nonfinite=escaping"]) == 0
+    printed = capsys.readouterr().out
+    assert "no NaN or Inf leaves a fusion" in printed and "escaping mode:" in printed
+    with pytest.raises(SystemExit) as bad:
+        main(["run", str(path), "--find-nonfinite=sideways"])
+    assert bad.value.code == 2
+
+
 jax = pytest.importorskip("jax")
 
 
@@ -245,12 +369,50 @@ def test_a_jax_loop_dumped_optimized_is_found_at_the_iteration_numpy_finds(tmp_p
             expected = (i, int(bad.sum()))
             break
     assert expected is not None
-    found = run_monitor(text, [x, step], "jax_loop.hlo")
-    assert found
-    first = found[0]
-    assert first.opcode == "log"
-    assert first.iterations[-1] == expected[0] and first.count == expected[1]
-    assert len(first.loops) == 1
+    for mode in ("exhaustive", "escaping"):  # 0 * NaN is NaN: the log's NaN leaves its fusion
+        found = run_monitor(text, [x, step], "jax_loop.hlo", mode=mode)
+        assert found, mode
+        first = found[0]
+        assert first.opcode == "log", mode
+        assert first.iterations[-1] == expected[0] and first.count == expected[1]
+        assert len(first.loops) == 1
+
+
+@pytest.mark.parametrize("backend", ["tpu", pytest.param("gpu", marks=pytest.mark.slow)])
+def test_a_catalog_dump_with_an_overflowing_input_row(backend):
+    """The catalog's softmax_layernorm dump (JAX's x.var, then rsqrt(var + 1e-5)) with one
+    input row of +-3e19: NumPy says its squared deviations overflow (the first non-finite
+    value: 32 elements) and that the program's outputs stay finite (rsqrt(inf) = 0).  The
+    exhaustive search names the squaring on every backend.  The escaping search names it
+    where the dump's fusion holding it returns the variance (TPU: a multiply-reduce fusion),
+    and nothing where that fusion goes on to the rsqrt (GPU): the Inf never leaves it."""
+    from pathlib import Path
+
+    from converter.hlo.parser import parse_hlo
+
+    path = Path(__file__).resolve().parents[1] / "dumps" / backend / "softmax_layernorm.hlo"
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal(32).astype(np.float32)
+    x[5, ::2], x[5, 1::2] = 3e19, -3e19
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = (x - x.mean(-1, keepdims=True)) ** 2
+        var = squares.mean(-1, keepdims=True)
+        outputs = [np.exp(x - x.max(-1, keepdims=True)), (x - x.mean(-1, keepdims=True)) / np.sqrt(var + 1e-5) * g]
+    assert int((~np.isfinite(squares)).sum()) == 32 and not np.isfinite(var).all()
+    assert all(np.isfinite(o).all() for o in outputs)
+    text = path.read_text()
+    exhaustive = run_monitor(text, [x, g], str(path))
+    first = exhaustive[0]
+    assert (first.opcode, first.count, first.elements) == ("multiply", 32, x.size)
+    assert first.op_name.endswith("/square") and first.source == "tests/programs/catalog.py:110"
+    hlo = parse_hlo(text, str(path))
+    fusion = next(i for c in hlo.computations for i in c.instructions if i.name == first.fusion)
+    computation = hlo.by_name[fusion.attrs["calls"][0]]
+    escaping = run_monitor(text, [x, g], str(path), mode="escaping")
+    if any(i.opcode == "rsqrt" for i in computation.instructions):
+        assert escaping == []
+    else:
+        assert [(o.name, o.count, o.fusion) for o in escaping[:1]] == [(first.name, 32, first.fusion)]
 
 
 def test_cli_exit_status_is_the_verdict(tmp_path, capsys):
