@@ -339,8 +339,14 @@ class ModuleImporter:
                 arg_leaves = param_shape.subshape(alias.parameter_index).leaves()
             except IndexError:
                 raise self.error(f"{what} names an output or parameter the entry computation does not have") from None
-            if [s.without_layout() for s in out_leaves] != [s.without_layout() for s in arg_leaves]:
-                raise self.error(f"{what}: the output and the parameter have different shapes")
+            # XLA requires an aliased pair to have the same byte size, not the same shape
+            # (its HloInputOutputAliasConfig::Verify): torch-xla donates a parameter to an
+            # output of another shape with as many bytes (an f32[16,64] weight's buffer for
+            # an f32[64,16] result).  The buffer is reused; the values are the output's.
+            if len(out_leaves) != len(arg_leaves) or any(
+                    o.byte_size() != a.byte_size() or o.is_token != a.is_token for o, a in zip(out_leaves, arg_leaves)):
+                raise self.error(f"{what}: the output and the parameter have different shapes and sizes "
+                                 f"({', '.join(map(str, out_leaves))} vs. {', '.join(map(str, arg_leaves))})")
             for k in range(out_end - out_start):
                 arg = groups[alias.parameter][arg_start + k]
                 arg_attrs[arg]["tf.aliasing_output"] = ir.IntegerAttr.get(i32, out_start + k)

@@ -78,3 +78,50 @@ def test_inconsistent_alias_is_a_located_error(alias, message):
     text = TUPLE_PARAMETER.replace("{ {1}: (0, {1}, may-alias), {0}: (1, {}, may-alias) }", "{ " + alias + " }")
     with pytest.raises(ConverterError, match=message):
         convert_program(text)
+
+
+RESHAPED_DONATION = """
+HloModule torchxla_style_donation, input_output_alias={ {0}: (1, {}, may-alias), {1}: (0, {}, may-alias) }
+
+ENTRY main {
+  w = f32[2,6] parameter(0)
+  v = f32[6,2] parameter(1)
+  wt = f32[6,2] transpose(w), dimensions={1,0}
+  s = f32[6,2] subtract(wt, v)
+  r = f32[3,4] reshape(v)
+  ROOT t = (f32[6,2], f32[3,4]) tuple(s, r)
+}
+"""
+
+
+@pytest.mark.parametrize("shapes", [((2, 6), (6, 2)), ((3, 5), (5, 3)), ((4, 4), (4, 4))])
+def test_alias_of_equal_size_different_shape_is_kept_as_xla_allows(shapes):
+    """torch-xla donates a parameter to an output of another shape with the same bytes (XLA
+    checks only the byte size): the pair is aliased and the values are the outputs'.
+    Oracles: XLA itself on the same text, and NumPy."""
+    from tests.helpers import run_xla
+
+    (a, b), (c, d) = shapes
+    text = (RESHAPED_DONATION.replace("f32[2,6]", f"f32[{a},{b}]").replace("f32[6,2]", f"f32[{c},{d}]")
+            .replace("f32[3,4]", f"f32[{d},{c}]"))
+    program = convert_program(text)
+    main = next(op for op in program.module.body.operations if op.operation.name == "func.func")
+    assert [str(x) for x in main.attributes["arg_attrs"]] == ["{tf.aliasing_output = 1 : i32}",
+                                                               "{tf.aliasing_output = 0 : i32}"]
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal((a, b), np.float32), rng.standard_normal((c, d), np.float32)]
+    expected = [inputs[0].T - inputs[1], inputs[1].reshape(d, c)]
+    for got, xla, want in zip(program(*inputs), run_xla(text, inputs), expected):
+        np.testing.assert_array_equal(got, want)  # a transpose, a subtraction, a reshape: exact
+        np.testing.assert_array_equal(xla, want)
+
+
+def test_alias_of_different_sizes_names_both_shapes():
+    """out1 is f32[3,4] (48 bytes), parameter 0 f32[2,6] (48 bytes) would do, but out0's
+    f32[6,2] is aliased to a parameter made f32[2,5] (40 bytes): XLA refuses such a pair."""
+    text = (RESHAPED_DONATION.replace("input_output_alias={ {0}: (1, {}, may-alias), {1}: (0, {}, may-alias) }",
+                                      "input_output_alias={ {0}: (0, {}, may-alias) }")
+            .replace("w = f32[2,6] parameter(0)", "w0 = f32[2,5] parameter(0)\n  w = f32[2,6] pad(w0, "
+                     "f32[] constant(0)), padding=0_0x0_1"))
+    with pytest.raises(ConverterError, match=r"different shapes and sizes \(f32\[6,2\].* vs\. f32\[2,5\]"):
+        convert_program(text)
