@@ -577,6 +577,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: list[str] | None = None) -> int:
     argv_given = argv
     argv = list(sys.argv[1:] if argv is None else argv)
+    if _command_named(argv) == "run":
+        # `run --find-nonfinite DUMP`: the option's value is optional (=MODE), so argparse
+        # would take DUMP for it; written bare it means the default mode, whatever follows.
+        argv = ["--find-nonfinite=exhaustive" if a == "--find-nonfinite" else a for a in argv]
     parser = build_parser(_command_named(argv))
     # --debug after the command (`run x.hlo --debug`) means the same as before it.
     debug = "--debug" in argv

@@ -251,5 +251,5 @@ def add_nonfinite_args(p) -> None:
                         "(where(x > 0, log(x), 0)); compiles several times slower than a plain run.  "
                         "escaping: fusions checked as whole values, then the one the first NaN/Inf left is "
                         "entered to name the instruction in it: faster on big dumps, but a NaN/Inf made and "
-                        "masked inside a fusion is not reported.  Write it after DUMP or as "
+                        "masked inside a fusion is not reported.  A mode is written "
                         "--find-nonfinite=MODE")

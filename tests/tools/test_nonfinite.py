@@ -333,6 +333,9 @@ def test_cli_modes_report_which_search_ran(tmp_path, capsys, monkeypatch):
     assert "first non-finite value: %l (log), iteration 1 of %w" in captured.out
     assert "escaping mode" not in captured.out
     assert "--find-nonfinite=escaping" in captured.err  # the hint: fused instructions make this compile slow
+    # Bare before DUMP (its value is optional): the default mode, DUMP still the dump.
+    assert main(["run", "--find-nonfinite", str(path), "--inputs", str(x)]) == 3
+    assert "first non-finite value: %l (log), iteration 1 of %w" in capsys.readouterr().out
     path.write_text(masked_loop_hlo(2))
     assert main(["run", str(path), "--inputs", str(x), "--find-nonfinite=escaping"]) == 0
     printed = capsys.readouterr().out
