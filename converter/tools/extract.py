@@ -103,25 +103,32 @@ def _rename(operand: str, names: dict[str, str]) -> str:
     return new + "".join(f"#{i}" for i in index)
 
 
+# What extract does with a backend custom-call in the cut.
+CUSTOM_CALLS = ("convert", "keep", "refuse")
+
+
 class _Builder:
     """Copies of computations with every fusion and call inlined, and the computations
     the copies call (reduce regions, loop bodies, ...), each once."""
 
-    def __init__(self, hlo: Module, allow_custom_calls: bool):
+    def __init__(self, hlo: Module, custom_calls: str):
         self.hlo = hlo
-        self.allow_custom_calls = allow_custom_calls
+        self.custom_calls = custom_calls
         self.names = _Names()
         self.computations: dict[str, Computation] = {}
         self.order: list[str] = []
         self.copy_sources: dict[str, str] = {}  # copy-start -> its operand
+        self.backend_calls: list[Instruction] = []  # the dump's custom-calls the module holds
 
     def check(self, instr: Instruction) -> None:
-        if instr.opcode == "custom-call" and not self.allow_custom_calls:
-            target = instr.attrs.get("custom_call_target", "?")
-            raise ExtractError(diagnostic(self.hlo.location_of(instr),
-                                          f"cannot extract %{instr.name}'s "
-                                          f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
-                                          "does not run (pass --allow-custom-calls to write it anyway)"))
+        if instr.opcode == "custom-call":
+            if self.custom_calls == "refuse":
+                target = instr.attrs.get("custom_call_target", "?")
+                raise ExtractError(diagnostic(self.hlo.location_of(instr),
+                                              f"cannot extract %{instr.name}'s "
+                                              f"computation: it holds the backend custom-call {target!r}, which XLA's CPU "
+                                              "compiler does not run (pass --allow-custom-calls to write it anyway)"))
+            self.backend_calls.append(instr)
         if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("copy-start", "copy-done"):
             raise ExtractError(diagnostic(self.hlo.location_of(instr),
                                           "cannot extract through "
@@ -153,6 +160,10 @@ class _Builder:
                 names[instr.name] = self.synchronous_copy(instr, operands[0], out)
                 continue
             new = _copy(instr, self.names.fresh(instr.name), operands)
+            if instr.opcode == "custom-call" and "backend_config" in instr.attrs:
+                # A backend call's backend_config is its arguments (a GEMM's dimension
+                # numbers, alpha and beta; a convolution's activation): kept.
+                new.attrs["backend_config"] = instr.attrs["backend_config"]
             names[instr.name] = new.name
             for attr, comp_name in called_computations(instr, self.hlo):
                 self.computation(comp_name)
@@ -350,11 +361,23 @@ def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
 
 def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.ndarray]],
                    allow_custom_calls: bool = False, producers: int = 0,
-                   cut_from: list[str] | None = None) -> tuple[str, list[np.ndarray], list[str]]:
+                   cut_from: list[str] | None = None, *, custom_calls: str | None = None,
+                   options=None, converted: ConvertedCalls | None = None) -> tuple[str, list[np.ndarray], list[str]]:
     """The HLO text computing instruction `name` (with `producers` levels of its producers)
     from parameters, the parameters' values (`operand_values`: per operand instruction
-    outside the cut, its array leaves' values), and what each parameter holds."""
+    outside the cut, its array leaves' values), and what each parameter holds.
+
+    A backend custom-call in the cut is, by `custom_calls`: "convert" (the default; "keep"
+    where `allow_custom_calls`): the whole cut converted as `run` converts it (the importer
+    and the pipeline of `options`, a ConvertOptions: default the default one) and written
+    back as the HLO jaxlib lowers that to (`converted`, when given, is told what); "keep":
+    written as it is; "refuse": an ExtractError naming it."""
     from converter.hlo.printer import module_to_text
+
+    if custom_calls is None:
+        custom_calls = "keep" if allow_custom_calls else "convert"
+    if custom_calls not in CUSTOM_CALLS:
+        raise ValueError(f"custom_calls={custom_calls!r}: one of {', '.join(CUSTOM_CALLS)}")
 
     comp, instr = find_instruction(hlo, name)
     if instr.opcode == "parameter":
@@ -365,7 +388,7 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
         raise ExtractError(diagnostic(hlo.location_of(instr),
                                       f"%{instr.name} (copy-start) only starts a "
                                       "copy between memory spaces: extract its copy-done"))
-    builder = _Builder(hlo, allow_custom_calls)
+    builder = _Builder(hlo, custom_calls)
     entry_instructions: list[Instruction] = []
     names: dict[str, str] = {}
     inputs: list[np.ndarray] = []
@@ -421,7 +444,47 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     computations = [builder.computations[n] for n in builder.order] + [entry]
     module = Module(f"extract_{_symbol(instr.name)}", computations, {}, hlo.stack_frames, hlo.path,
                     {c.name: c for c in computations}, entry)
-    return module_to_text(module), inputs, held
+    text = module_to_text(module)
+    if builder.backend_calls and custom_calls == "convert":
+        text = convert_backend_calls(hlo, instr, text, builder.backend_calls, options, converted)
+    return text, inputs, held
+
+
+@dataclass
+class ConvertedCalls:
+    """What the "convert" route did: the dump's backend calls it converted (`%name (target)`),
+    and the custom-calls of jaxlib's own CPU library the written module holds (LAPACK's
+    FFI handlers: XLA runs them in a process that loaded jaxlib, not from a bare `xla` tool)."""
+
+    calls: list[str] = field(default_factory=list)
+    jaxlib_targets: list[str] = field(default_factory=list)
+
+
+def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list[Instruction], options=None,
+                          converted: ConvertedCalls | None = None) -> str:
+    """The extracted module `text` (holding the dump's backend `calls`, backend configs kept)
+    converted as `run` converts the dump (importer, conversion pipeline) and written back
+    as the HLO jaxlib lowers the StableHLO to: its parameters stay in order (arg0..argN),
+    its result is the root's value (a tuple of its leaves where it has several).  Anything
+    the conversion cannot do is an ExtractError at the root naming the calls and why."""
+    from converter.hlo.parser import parse_hlo
+    from converter.runtime.convert import convert_module, convert_options
+    from converter.runtime.hlo_export import needs_jaxlib, stablehlo_to_hlo_text
+
+    named = [f"%{c.name} ({c.attrs.get('custom_call_target', '?')})" for c in calls]
+    options = convert_options(options, taps=None, keep_fusions=False, dump_dir=None, print_ir_after_all=None)
+    try:
+        cut = parse_hlo(text, f"<extracted %{root.name}>", allow_unknown_attributes=options.allow_unknown_attributes)
+        module = convert_module(cut, options)
+        out = stablehlo_to_hlo_text(module)
+    except ConverterError as e:
+        raise ExtractError(diagnostic(hlo.location_of(root),
+                                      f"cannot write %{root.name}'s cut as plain HLO: its backend call(s) "
+                                      f"{', '.join(named)} do not convert as `run` converts them: {e}")) from None
+    if converted is not None:
+        converted.calls = named
+        converted.jaxlib_targets = needs_jaxlib(module)
+    return out
 
 
 def _parameter(name: str, shape, number: int) -> Instruction:
