@@ -7,8 +7,12 @@ last iteration, as a tap).  The module is plain HLO for XLA's CPU compiler: a fu
 call is written as its computation's instructions, fusions and calls inside the
 computations it keeps (a reduce's, a while's) are inlined the same way, the dump's
 layouts stay on the shapes, backend_config and sharding annotations are dropped (they
-are the dump backend's), and a backend custom-call is refused unless
-`--allow-custom-calls` (XLA's CPU compiler has none of the GPU/TPU targets).  The inputs
+are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
+a cut holding one (a cuBLAS GEMM, a cuDNN convolution, cuSOLVER, TopK, a TPU call) is
+converted whole as `run` converts the dump (importer, conversion pipeline) and written
+back as the HLO jaxlib lowers the StableHLO to (converter/runtime/hlo_export.py; the
+dump's structure is then XLA's of the converted cut; a jaxlib LAPACK FFI call stays one,
+which XLA runs in a jaxlib process only); `--allow-custom-calls` writes them as they are.  The inputs
 go to OUT.inputs.npz keyed arg0..argN, one per parameter (a tuple-shaped operand is one
 parameter per array leaf, rebuilt with a tuple instruction); constants stay in the text.
 `--verify` runs the module with XLA itself and compares its result bit for bit with the
@@ -59,6 +63,7 @@ class Extracted:
     expected: list[np.ndarray] = field(default_factory=list)  # the tap of NAME (its array leaves)
     iterations: list[int] | None = None
     loops: list[str] = field(default_factory=list)
+    converted: ConvertedCalls | None = None  # the backend calls converted (the "convert" route)
 
 
 def find_instruction(hlo: Module, name: str) -> tuple[Computation, Instruction]:
@@ -511,8 +516,10 @@ def parse_iteration(text: str | None) -> list[int] | None:
 def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
             program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
             input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
-            device: int = 0, cut_from: list[str] | None = None) -> Extracted:
-    """Run the dump with taps on NAME's operands (and NAME) and build the module."""
+            device: int = 0, cut_from: list[str] | None = None, convert_options=None) -> Extracted:
+    """Run the dump with taps on NAME's operands (and NAME) and build the module (backend
+    calls of the cut converted with `convert_options`, a ConvertOptions, unless
+    `allow_custom_calls` keeps them)."""
     import numpy as np
 
     from converter.importer.core import ImportOptions
@@ -579,9 +586,12 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
         return [v.reshape(v.shape[depth:]) for v in values]
 
     values = {op: leaves_of(op) for op in operands}
-    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from)
+    converted = ConvertedCalls()
+    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from,
+                                        options=convert_options, converted=converted)
     expected = leaves_of(instr.name) if instr.name in tapped else []
-    return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops])
+    return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops],
+                     converted if converted.calls else None)
 
 
 def add_extract_parser(sub) -> None:
@@ -613,7 +623,9 @@ def add_extract_parser(sub) -> None:
     p.add_argument("--device", type=int, default=0, metavar="D",
                    help="of a multi-device module: the device whose values the inputs hold (default 0)")
     p.add_argument("--allow-custom-calls", action="store_true",
-                   help="write backend custom-calls as they are (XLA's CPU compiler cannot run them)")
+                   help="write backend custom-calls as they are (XLA's CPU compiler cannot run them); without it a "
+                        "cut holding one is converted as `run` converts it and written as the HLO jaxlib lowers "
+                        "that to")
     p.add_argument("--verify", action="store_true",
                    help="run OUT.hlo with XLA itself and compare with the tap of NAME bit for bit")
     p.add_argument("--no-fma", action="store_true",
@@ -665,9 +677,12 @@ def cmd_extract(args) -> int:
         turn_contraction_off("extract --no-fma")
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
 
+    from converter.tools.options import convert_options_from_args
+
     result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
-                     inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from)
+                     inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from,
+                     convert_options=convert_options_from_args(args))
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
     write_atomic(npz_path, buffer.getvalue())
@@ -677,6 +692,13 @@ def cmd_extract(args) -> int:
                                      if result.loops else ""))
     print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
+    if result.converted is not None:
+        print(f"backend call(s) {', '.join(result.converted.calls)} converted as `run` converts them: "
+              f"{args.output} is the HLO jaxlib lowers the converted cut to")
+        if result.converted.jaxlib_targets:
+            print(f"it calls {', '.join(result.converted.jaxlib_targets)} (jaxlib's LAPACK FFI handlers): XLA runs it "
+                  "in a process that loaded jaxlib (after jax._src.lax.linalg.initialize_lapack(), as --verify does), "
+                  "not from a bare `xla` tool")
     if args.no_fma:
         from converter.runtime.fp_contraction import FLAG
 
