@@ -68,6 +68,15 @@ def check_exportable(module: ir.Module) -> None:
                                                    for c in foreign))
 
 
+def main_result_count(module: ir.Module) -> int:
+    """How many values the module's @main returns."""
+    main = next((op for op in module.body.operations if "sym_name" in op.operation.attributes
+                 and ir.StringAttr(op.operation.attributes["sym_name"]).value == "main"), None)
+    if main is None:
+        raise HloExportError("the converted module has no @main function")
+    return len(ir.FunctionType(ir.TypeAttr(main.operation.attributes["function_type"]).value).results)
+
+
 def stablehlo_to_hlo_text(module: ir.Module, return_tuple: bool | None = None) -> str:
     """HLO text of a one-device StableHLO module as jaxlib lowers it: entry parameters in the
     order of @main's arguments (no tuple parameter); the result a tuple when @main returns
@@ -76,9 +85,7 @@ def stablehlo_to_hlo_text(module: ir.Module, return_tuple: bool | None = None) -
 
     check_exportable(module)
     if return_tuple is None:
-        main = next(op for op in module.body.operations
-                    if ir.StringAttr(op.operation.attributes["sym_name"]).value == "main")
-        return_tuple = len(ir.FunctionType(ir.TypeAttr(main.operation.attributes["function_type"]).value).results) != 1
+        return_tuple = main_result_count(module) != 1
     buffer = io.BytesIO()
     module.operation.write_bytecode(buffer)
     try:

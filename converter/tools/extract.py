@@ -6,8 +6,8 @@ iteration `--iteration` names, one index per enclosing loop, outer first; withou
 last iteration, as a tap).  The module is plain HLO for XLA's CPU compiler: a fusion or
 call is written as its computation's instructions, fusions and calls inside the
 computations it keeps (a reduce's, a while's) are inlined the same way, the dump's
-layouts stay on the shapes, backend_config and sharding annotations are dropped (they
-are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
+layouts stay on the shapes, backend_config (but a custom-call's: its arguments) and
+sharding annotations are dropped (they are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
 a cut holding one (a cuBLAS GEMM, a cuDNN convolution, cuSOLVER, TopK, a TPU call) is
 converted whole as `run` converts the dump (importer, conversion pipeline) and written
 back as the HLO jaxlib lowers the StableHLO to (converter/runtime/hlo_export.py; the
@@ -474,13 +474,19 @@ def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list
     the conversion cannot do is an ExtractError at the root naming the calls and why."""
     from converter.hlo.parser import parse_hlo
     from converter.runtime.convert import convert_module, convert_options
-    from converter.runtime.hlo_export import needs_jaxlib, stablehlo_to_hlo_text
+    from converter.runtime.hlo_export import main_result_count, needs_jaxlib, stablehlo_to_hlo_text
 
     named = [f"%{c.name} ({c.attrs.get('custom_call_target', '?')})" for c in calls]
     options = convert_options(options, taps=None, keep_fusions=False, dump_dir=None, print_ir_after_all=None)
     try:
         cut = parse_hlo(text, f"<extracted %{root.name}>", allow_unknown_attributes=options.allow_unknown_attributes)
         module = convert_module(cut, options)
+        results, leaves = main_result_count(module), len(root.shape.leaves())
+        if results != leaves:
+            # The conversion returns more than the root's value (a host callback's
+            # arguments become results): the module would not be the root's.
+            raise ConverterError(f"the converted cut returns {results} value(s) where %{root.name} has {leaves} "
+                                 "(a host callback in the cut adds the values it would have received)")
         out = stablehlo_to_hlo_text(module)
     except ConverterError as e:
         raise ExtractError(diagnostic(hlo.location_of(root),
