@@ -6,8 +6,8 @@ iteration `--iteration` names, one index per enclosing loop, outer first; withou
 last iteration, as a tap).  The module is plain HLO for XLA's CPU compiler: a fusion or
 call is written as its computation's instructions, fusions and calls inside the
 computations it keeps (a reduce's, a while's) are inlined the same way, the dump's
-layouts stay on the shapes, backend_config (but a custom-call's: its arguments) and
-sharding annotations are dropped (they are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
+layouts stay on the shapes, backend_config and aliasing (but a custom-call's: its
+arguments) and sharding annotations are dropped (they are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
 a cut holding one (a cuBLAS GEMM, a cuDNN convolution, cuSOLVER, TopK, a TPU call) is
 converted whole as `run` converts the dump (importer, conversion pipeline) and written
 back as the HLO jaxlib lowers the StableHLO to (converter/runtime/hlo_export.py; the
@@ -108,6 +108,9 @@ def _rename(operand: str, names: dict[str, str]) -> str:
     return new + "".join(f"#{i}" for i in index)
 
 
+# A custom-call's attributes that are part of what it computes (kept where DROPPED_ATTRS
+# drops them from other instructions).
+CUSTOM_CALL_ATTRS = ("backend_config", "output_to_operand_aliasing")
 # What extract does with a backend custom-call in the cut.
 CUSTOM_CALLS = ("convert", "keep", "refuse")
 
@@ -165,10 +168,12 @@ class _Builder:
                 names[instr.name] = self.synchronous_copy(instr, operands[0], out)
                 continue
             new = _copy(instr, self.names.fresh(instr.name), operands)
-            if instr.opcode == "custom-call" and "backend_config" in instr.attrs:
+            if instr.opcode == "custom-call":
                 # A backend call's backend_config is its arguments (a GEMM's dimension
-                # numbers, alpha and beta; a convolution's activation): kept.
-                new.attrs["backend_config"] = instr.attrs["backend_config"]
+                # numbers, alpha and beta; a convolution's activation), and its aliasing
+                # says which operand a kernel's output starts from (a Triton kernel that
+                # adds into its output): kept.
+                new.attrs.update({k: instr.attrs[k] for k in CUSTOM_CALL_ATTRS if k in instr.attrs})
             names[instr.name] = new.name
             for attr, comp_name in called_computations(instr, self.hlo):
                 self.computation(comp_name)

@@ -144,13 +144,23 @@ def _difference(got: list[np.ndarray], expected: list[np.ndarray]) -> str:
 # A handful: a cuBLASLt GEMM (with its workspace leaf), cuDNN forward and backward
 # convolutions, cuSOLVER + cuBLAS triangular solve + LU pivots, CPU LAPACK (FFI calls
 # XLA runs in this jaxlib process), TopK on CPU and GPU, a TPU dump's calls.
-SMALL = ["gpu/matmul_batched.hlo", "gpu/conv_grad.hlo", "gpu/cholesky_solve.hlo", "cpu/linalg_qr.hlo",
-         "cpu/argsort_topk.hlo", "callbacks/gpu_topk_total_order_jax012.hlo", "tpu/cholesky_solve.hlo"]
+SMALL = ["dumps/gpu/matmul_batched.hlo", "dumps/gpu/conv_grad.hlo", "dumps/gpu/cholesky_solve.hlo",
+         "dumps/cpu/linalg_qr.hlo", "dumps/cpu/argsort_topk.hlo", "dumps/callbacks/gpu_topk_total_order_jax012.hlo",
+         "dumps/tpu/cholesky_solve.hlo",
+         # A Pallas TPU kernel (Mosaic), a jax-triton kernel, a Triton kernel that adds
+         # into its aliased output (jax 0.10's Triton IR: read by jax 0.10 only, elsewhere
+         # refused by name), cuDNN flash attention.
+         "passes/pallas/dumps/ragged_blocks.hlo", "passes/triton/dumps/jax_triton/jt_scaled_add.hlo",
+         "passes/triton/dumps/jax010/atomic_add.hlo", "passes/attention/dumps/inference_causal.hlo"]
 
 
 @pytest.mark.parametrize("dump", SMALL)
 def test_every_backend_call_of_a_dump_extracts_to_a_module_xla_runs_to_the_taps_bits(dump):
-    results = extract_every_call(os.path.join(ROOT, "tests", "dumps", dump))
+    import jax
+
+    if "/jax010/" in dump and not jax.__version__.startswith("0.10."):
+        pytest.skip("the kernel's Triton IR bytecode is jax 0.10's (MLIR 23); this jax reads only its own")
+    results = extract_every_call(os.path.join(ROOT, "tests", dump))
     assert results, f"{dump} holds no custom-call"
     for r in results:
         assert r.verdict == "exact", f"{r.dump} %{r.name} ({r.target}): {r.verdict}: {r.reason}"
@@ -250,6 +260,8 @@ def main() -> None:
         for r in found:
             if r.verdict != "exact":
                 print(f"{r.dump} %{r.name} ({r.target}): {r.verdict}: {r.reason[:300]}")
+        print(f"{os.path.relpath(p, ROOT)}: {sum(r.verdict == 'exact' for r in found)} of {len(found)} exact",
+              file=sys.stderr)
         results += found
         sys.stdout.flush()
     counts = Counter(r.verdict for r in results)
