@@ -6,9 +6,13 @@ iteration `--iteration` names, one index per enclosing loop, outer first; withou
 last iteration, as a tap).  The module is plain HLO for XLA's CPU compiler: a fusion or
 call is written as its computation's instructions, fusions and calls inside the
 computations it keeps (a reduce's, a while's) are inlined the same way, the dump's
-layouts stay on the shapes, backend_config and sharding annotations are dropped (they
-are the dump backend's), and a backend custom-call is refused unless
-`--allow-custom-calls` (XLA's CPU compiler has none of the GPU/TPU targets).  The inputs
+layouts stay on the shapes, backend_config and aliasing (but a custom-call's: its
+arguments) and sharding annotations are dropped (they are the dump backend's).  XLA's CPU compiler has none of the GPU/TPU custom-call targets:
+a cut holding one (a cuBLAS GEMM, a cuDNN convolution, cuSOLVER, TopK, a TPU call) is
+converted whole as `run` converts the dump (importer, conversion pipeline) and written
+back as the HLO jaxlib lowers the StableHLO to (converter/runtime/hlo_export.py; the
+dump's structure is then XLA's of the converted cut; a jaxlib LAPACK FFI call stays one,
+which XLA runs in a jaxlib process only); `--allow-custom-calls` writes them as they are.  The inputs
 go to OUT.inputs.npz keyed arg0..argN, one per parameter (a tuple-shaped operand is one
 parameter per array leaf, rebuilt with a tuple instruction); constants stay in the text.
 `--verify` runs the module with XLA itself and compares its result bit for bit with the
@@ -59,6 +63,7 @@ class Extracted:
     expected: list[np.ndarray] = field(default_factory=list)  # the tap of NAME (its array leaves)
     iterations: list[int] | None = None
     loops: list[str] = field(default_factory=list)
+    converted: ConvertedCalls | None = None  # the backend calls converted (the "convert" route)
 
 
 def find_instruction(hlo: Module, name: str) -> tuple[Computation, Instruction]:
@@ -103,25 +108,35 @@ def _rename(operand: str, names: dict[str, str]) -> str:
     return new + "".join(f"#{i}" for i in index)
 
 
+# A custom-call's attributes that are part of what it computes (kept where DROPPED_ATTRS
+# drops them from other instructions).
+CUSTOM_CALL_ATTRS = ("backend_config", "output_to_operand_aliasing")
+# What extract does with a backend custom-call in the cut.
+CUSTOM_CALLS = ("convert", "keep", "refuse")
+
+
 class _Builder:
     """Copies of computations with every fusion and call inlined, and the computations
     the copies call (reduce regions, loop bodies, ...), each once."""
 
-    def __init__(self, hlo: Module, allow_custom_calls: bool):
+    def __init__(self, hlo: Module, custom_calls: str):
         self.hlo = hlo
-        self.allow_custom_calls = allow_custom_calls
+        self.custom_calls = custom_calls
         self.names = _Names()
         self.computations: dict[str, Computation] = {}
         self.order: list[str] = []
         self.copy_sources: dict[str, str] = {}  # copy-start -> its operand
+        self.backend_calls: list[Instruction] = []  # the dump's custom-calls the module holds
 
     def check(self, instr: Instruction) -> None:
-        if instr.opcode == "custom-call" and not self.allow_custom_calls:
-            target = instr.attrs.get("custom_call_target", "?")
-            raise ExtractError(diagnostic(self.hlo.location_of(instr),
-                                          f"cannot extract %{instr.name}'s "
-                                          f"computation: it holds the backend custom-call {target!r}, which XLA's CPU compiler "
-                                          "does not run (pass --allow-custom-calls to write it anyway)"))
+        if instr.opcode == "custom-call":
+            if self.custom_calls == "refuse":
+                target = instr.attrs.get("custom_call_target", "?")
+                raise ExtractError(diagnostic(self.hlo.location_of(instr),
+                                              f"cannot extract %{instr.name}'s "
+                                              f"computation: it holds the backend custom-call {target!r}, which XLA's CPU "
+                                              "compiler does not run (pass --allow-custom-calls to write it anyway)"))
+            self.backend_calls.append(instr)
         if instr.opcode.endswith(("-start", "-update", "-done")) and instr.opcode not in ("copy-start", "copy-done"):
             raise ExtractError(diagnostic(self.hlo.location_of(instr),
                                           "cannot extract through "
@@ -153,6 +168,12 @@ class _Builder:
                 names[instr.name] = self.synchronous_copy(instr, operands[0], out)
                 continue
             new = _copy(instr, self.names.fresh(instr.name), operands)
+            if instr.opcode == "custom-call":
+                # A backend call's backend_config is its arguments (a GEMM's dimension
+                # numbers, alpha and beta; a convolution's activation), and its aliasing
+                # says which operand a kernel's output starts from (a Triton kernel that
+                # adds into its output): kept.
+                new.attrs.update({k: instr.attrs[k] for k in CUSTOM_CALL_ATTRS if k in instr.attrs})
             names[instr.name] = new.name
             for attr, comp_name in called_computations(instr, self.hlo):
                 self.computation(comp_name)
@@ -350,11 +371,23 @@ def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
 
 def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.ndarray]],
                    allow_custom_calls: bool = False, producers: int = 0,
-                   cut_from: list[str] | None = None) -> tuple[str, list[np.ndarray], list[str]]:
+                   cut_from: list[str] | None = None, *, custom_calls: str | None = None,
+                   options=None, converted: ConvertedCalls | None = None) -> tuple[str, list[np.ndarray], list[str]]:
     """The HLO text computing instruction `name` (with `producers` levels of its producers)
     from parameters, the parameters' values (`operand_values`: per operand instruction
-    outside the cut, its array leaves' values), and what each parameter holds."""
+    outside the cut, its array leaves' values), and what each parameter holds.
+
+    A backend custom-call in the cut is, by `custom_calls`: "convert" (the default; "keep"
+    where `allow_custom_calls`): the whole cut converted as `run` converts it (the importer
+    and the pipeline of `options`, a ConvertOptions: default the default one) and written
+    back as the HLO jaxlib lowers that to (`converted`, when given, is told what); "keep":
+    written as it is; "refuse": an ExtractError naming it."""
     from converter.hlo.printer import module_to_text
+
+    if custom_calls is None:
+        custom_calls = "keep" if allow_custom_calls else "convert"
+    if custom_calls not in CUSTOM_CALLS:
+        raise ValueError(f"custom_calls={custom_calls!r}: one of {', '.join(CUSTOM_CALLS)}")
 
     comp, instr = find_instruction(hlo, name)
     if instr.opcode == "parameter":
@@ -365,7 +398,7 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
         raise ExtractError(diagnostic(hlo.location_of(instr),
                                       f"%{instr.name} (copy-start) only starts a "
                                       "copy between memory spaces: extract its copy-done"))
-    builder = _Builder(hlo, allow_custom_calls)
+    builder = _Builder(hlo, custom_calls)
     entry_instructions: list[Instruction] = []
     names: dict[str, str] = {}
     inputs: list[np.ndarray] = []
@@ -421,7 +454,53 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     computations = [builder.computations[n] for n in builder.order] + [entry]
     module = Module(f"extract_{_symbol(instr.name)}", computations, {}, hlo.stack_frames, hlo.path,
                     {c.name: c for c in computations}, entry)
-    return module_to_text(module), inputs, held
+    text = module_to_text(module)
+    if builder.backend_calls and custom_calls == "convert":
+        text = convert_backend_calls(hlo, instr, text, builder.backend_calls, options, converted)
+    return text, inputs, held
+
+
+@dataclass
+class ConvertedCalls:
+    """What the "convert" route did: the dump's backend calls it converted (`%name (target)`),
+    and the custom-calls of jaxlib's own CPU library the written module holds (LAPACK's
+    FFI handlers: XLA runs them in a process that loaded jaxlib, not from a bare `xla` tool)."""
+
+    calls: list[str] = field(default_factory=list)
+    jaxlib_targets: list[str] = field(default_factory=list)
+
+
+def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list[Instruction], options=None,
+                          converted: ConvertedCalls | None = None) -> str:
+    """The extracted module `text` (holding the dump's backend `calls`, backend configs kept)
+    converted as `run` converts the dump (importer, conversion pipeline) and written back
+    as the HLO jaxlib lowers the StableHLO to: its parameters stay in order (arg0..argN),
+    its result is the root's value (a tuple of its leaves where it has several).  Anything
+    the conversion cannot do is an ExtractError at the root naming the calls and why."""
+    from converter.hlo.parser import parse_hlo
+    from converter.runtime.convert import convert_module, convert_options
+    from converter.runtime.hlo_export import main_result_count, needs_jaxlib, stablehlo_to_hlo_text
+
+    named = [f"%{c.name} ({c.attrs.get('custom_call_target', '?')})" for c in calls]
+    options = convert_options(options, taps=None, keep_fusions=False, dump_dir=None, print_ir_after_all=None)
+    try:
+        cut = parse_hlo(text, f"<extracted %{root.name}>", allow_unknown_attributes=options.allow_unknown_attributes)
+        module = convert_module(cut, options)
+        results, leaves = main_result_count(module), len(root.shape.leaves())
+        if results != leaves:
+            # The conversion returns more than the root's value (a host callback's
+            # arguments become results): the module would not be the root's.
+            raise ConverterError(f"the converted cut returns {results} value(s) where %{root.name} has {leaves} "
+                                 "(a host callback in the cut adds the values it would have received)")
+        out = stablehlo_to_hlo_text(module)
+    except ConverterError as e:
+        raise ExtractError(diagnostic(hlo.location_of(root),
+                                      f"cannot write %{root.name}'s cut as plain HLO: its backend call(s) "
+                                      f"{', '.join(named)} do not convert as `run` converts them: {e}")) from None
+    if converted is not None:
+        converted.calls = named
+        converted.jaxlib_targets = needs_jaxlib(module)
+    return out
 
 
 def _parameter(name: str, shape, number: int) -> Instruction:
@@ -448,8 +527,10 @@ def parse_iteration(text: str | None) -> list[int] | None:
 def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
             program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
             input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
-            device: int = 0, cut_from: list[str] | None = None) -> Extracted:
-    """Run the dump with taps on NAME's operands (and NAME) and build the module."""
+            device: int = 0, cut_from: list[str] | None = None, convert_options=None) -> Extracted:
+    """Run the dump with taps on NAME's operands (and NAME) and build the module (backend
+    calls of the cut converted with `convert_options`, a ConvertOptions, unless
+    `allow_custom_calls` keeps them)."""
     import numpy as np
 
     from converter.importer.core import ImportOptions
@@ -516,9 +597,12 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
         return [v.reshape(v.shape[depth:]) for v in values]
 
     values = {op: leaves_of(op) for op in operands}
-    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from)
+    converted = ConvertedCalls()
+    text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from,
+                                        options=convert_options, converted=converted)
     expected = leaves_of(instr.name) if instr.name in tapped else []
-    return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops])
+    return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops],
+                     converted if converted.calls else None)
 
 
 def add_extract_parser(sub) -> None:
@@ -550,7 +634,9 @@ def add_extract_parser(sub) -> None:
     p.add_argument("--device", type=int, default=0, metavar="D",
                    help="of a multi-device module: the device whose values the inputs hold (default 0)")
     p.add_argument("--allow-custom-calls", action="store_true",
-                   help="write backend custom-calls as they are (XLA's CPU compiler cannot run them)")
+                   help="write backend custom-calls as they are (XLA's CPU compiler cannot run them); without it a "
+                        "cut holding one is converted as `run` converts it and written as the HLO jaxlib lowers "
+                        "that to")
     p.add_argument("--verify", action="store_true",
                    help="run OUT.hlo with XLA itself and compare with the tap of NAME bit for bit")
     p.add_argument("--no-fma", action="store_true",
@@ -602,9 +688,12 @@ def cmd_extract(args) -> int:
         turn_contraction_off("extract --no-fma")
     hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
 
+    from converter.tools.options import convert_options_from_args
+
     result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
-                     inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from)
+                     inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from,
+                     convert_options=convert_options_from_args(args))
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
     write_atomic(npz_path, buffer.getvalue())
@@ -614,6 +703,13 @@ def cmd_extract(args) -> int:
                                      if result.loops else ""))
     print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
+    if result.converted is not None:
+        print(f"backend call(s) {', '.join(result.converted.calls)} converted as `run` converts them: "
+              f"{args.output} is the HLO jaxlib lowers the converted cut to")
+        if result.converted.jaxlib_targets:
+            print(f"it calls {', '.join(result.converted.jaxlib_targets)} (jaxlib's LAPACK FFI handlers): XLA runs it "
+                  "in a process that loaded jaxlib (after jax._src.lax.linalg.initialize_lapack(), as --verify does), "
+                  "not from a bare `xla` tool")
     if args.no_fma:
         from converter.runtime.fp_contraction import FLAG
 
