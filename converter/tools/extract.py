@@ -372,7 +372,8 @@ def cut_operands(comp: Computation, cut: list[Instruction]) -> list[str]:
 def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.ndarray]],
                    allow_custom_calls: bool = False, producers: int = 0,
                    cut_from: list[str] | None = None, *, custom_calls: str | None = None,
-                   options=None, converted: ConvertedCalls | None = None) -> tuple[str, list[np.ndarray], list[str]]:
+                   options=None, converted: ConvertedCalls | None = None,
+                   as_converted: bool = False) -> tuple[str, list[np.ndarray], list[str]]:
     """The HLO text computing instruction `name` (with `producers` levels of its producers)
     from parameters, the parameters' values (`operand_values`: per operand instruction
     outside the cut, its array leaves' values), and what each parameter holds.
@@ -381,7 +382,9 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     where `allow_custom_calls`): the whole cut converted as `run` converts it (the importer
     and the pipeline of `options`, a ConvertOptions: default the default one) and written
     back as the HLO jaxlib lowers that to (`converted`, when given, is told what); "keep":
-    written as it is; "refuse": an ExtractError naming it."""
+    written as it is; "refuse": an ExtractError naming it.  `as_converted` takes the
+    "convert" route for every cut, calls or not: the module then computes what `run`
+    computes (e.g. erf by the polynomial the conversion expands it to, not XLA's own erf)."""
     from converter.hlo.printer import module_to_text
 
     if custom_calls is None:
@@ -455,7 +458,7 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     module = Module(f"extract_{_symbol(instr.name)}", computations, {}, hlo.stack_frames, hlo.path,
                     {c.name: c for c in computations}, entry)
     text = module_to_text(module)
-    if builder.backend_calls and custom_calls == "convert":
+    if (builder.backend_calls and custom_calls == "convert") or as_converted:
         text = convert_backend_calls(hlo, instr, text, builder.backend_calls, options, converted)
     return text, inputs, held
 
@@ -468,6 +471,7 @@ class ConvertedCalls:
 
     calls: list[str] = field(default_factory=list)
     jaxlib_targets: list[str] = field(default_factory=list)
+    done: bool = False  # the route was taken
 
 
 def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list[Instruction], options=None,
@@ -482,6 +486,7 @@ def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list
     from converter.runtime.hlo_export import main_result_count, needs_jaxlib, stablehlo_to_hlo_text
 
     named = [f"%{c.name} ({c.attrs.get('custom_call_target', '?')})" for c in calls]
+    what = f"its backend call(s) {', '.join(named)} do not" if named else "the cut does not"
     options = convert_options(options, taps=None, keep_fusions=False, dump_dir=None, print_ir_after_all=None)
     try:
         cut = parse_hlo(text, f"<extracted %{root.name}>", allow_unknown_attributes=options.allow_unknown_attributes)
@@ -495,9 +500,10 @@ def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list
         out = stablehlo_to_hlo_text(module)
     except ConverterError as e:
         raise ExtractError(diagnostic(hlo.location_of(root),
-                                      f"cannot write %{root.name}'s cut as plain HLO: its backend call(s) "
-                                      f"{', '.join(named)} do not convert as `run` converts them: {e}")) from None
+                                      f"cannot write %{root.name}'s cut as plain HLO: {what} convert as `run` "
+                                      f"converts them: {e}")) from None
     if converted is not None:
+        converted.done = True
         converted.calls = named
         converted.jaxlib_targets = needs_jaxlib(module)
     return out
@@ -527,14 +533,15 @@ def parse_iteration(text: str | None) -> list[int] | None:
 def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iteration: list[int] | None = None, *,
             program_loader=None, seed: int = 0, allow_custom_calls: bool = False, hlo: Module | None = None,
             input_values: list[str] | None = None, inputs_path: str | None = None, producers: int = 0,
-            device: int = 0, cut_from: list[str] | None = None, convert_options=None) -> Extracted:
+            device: int = 0, cut_from: list[str] | None = None, convert_options=None,
+            as_converted: bool = False) -> Extracted:
     """Run the dump with taps on NAME's operands (and NAME) and build the module (backend
     calls of the cut converted with `convert_options`, a ConvertOptions, unless
     `allow_custom_calls` keeps them)."""
     import numpy as np
 
     from converter.importer.core import ImportOptions
-    from converter.importer.taps import TapRequest, trip_count
+    from converter.importer.taps import ITERATIONS, TapRequest, trip_count
 
     if hlo is None:
         from converter.hlo.parser import parse_hlo_file
@@ -552,12 +559,15 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
         where = ", ".join(f"%{w.name}" for w in loops) or "none"
         raise UsageError(f"--iteration {','.join(map(str, iteration))}: %{instr.name} is inside {len(bodies)} while "
                          f"loop(s) ({where}): give one iteration for each, outer first")
-    if iteration is not None:
-        for (caller_comp, loop), k in zip((callers[b] for b in bodies), iteration):
-            trips = trip_count(hlo, caller_comp, loop)
-            if trips is not None and k >= trips:
-                raise UsageError(f"--iteration: %{loop.name} runs {trips} iteration(s) (0..{trips - 1}); "
-                                 f"iteration {k} does not exist")
+    for depth, (caller_comp, loop) in enumerate(callers[b] for b in bodies):
+        trips = trip_count(hlo, caller_comp, loop)
+        k = iteration[depth] if iteration is not None else 0
+        if trips is not None and k >= trips:
+            if iteration is None:  # a loop the dump says never runs: nothing to extract at its last iteration
+                raise ExtractError(diagnostic(hlo.location_of(instr), f"cannot extract %{instr.name}: %{loop.name} "
+                                              "runs no iteration (its trip count is 0)"))
+            raise UsageError(f"--iteration: %{loop.name} runs {trips} iteration(s) (0..{trips - 1}); "
+                             f"iteration {k} does not exist")
     cut = choose_cut(comp, instr, producers, cut_from, hlo.path)
     operands = [o for o in cut_operands(comp, cut)
                 if not (comp.by_name[o].opcode == "constant" and comp.by_name[o].literal is not None
@@ -579,6 +589,21 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     by_key = {spec.name: o for spec, o in zip(program.results, outputs)}
     depth = len(bodies) if iteration is not None else 0
     devices = program.num_devices
+    # A loop of unknown trip count returns how often it ran (taps.py): where it ran too few
+    # times the taps hold its zero-initialized carry, not values, so there is no cut to make.
+    for position, loop in enumerate(loops):
+        count = by_key.get(ITERATIONS + loop.name)
+        if count is None:
+            continue
+        count = np.asarray(count)
+        ran = int(count.reshape(-1)[device if devices > 1 else 0] if count.ndim else count)
+        k = iteration[position] if iteration is not None else 0
+        if ran <= k:
+            outer = " (in the last iteration of the loops around it)" if position else ""
+            raise ExtractError(diagnostic(hlo.location_of(instr), f"cannot extract %{instr.name}: %{loop.name} ran "
+                                          f"{ran} iteration(s) in this run{outer}, so the taps hold no value "
+                                          f"{'at iteration ' + str(k) if iteration is not None else 'of any iteration'}; "
+                                          "give inputs that run it (--inputs, --input)"))
     if devices > 1:
         cross = [i for i in cut if i.opcode in DEVICE_DEPENDENT]
         if cross:
@@ -599,10 +624,10 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     values = {op: leaves_of(op) for op in operands}
     converted = ConvertedCalls()
     text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from,
-                                        options=convert_options, converted=converted)
+                                        options=convert_options, converted=converted, as_converted=as_converted)
     expected = leaves_of(instr.name) if instr.name in tapped else []
     return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops],
-                     converted if converted.calls else None)
+                     converted if converted.done else None)
 
 
 def add_extract_parser(sub) -> None:
@@ -637,6 +662,11 @@ def add_extract_parser(sub) -> None:
                    help="write backend custom-calls as they are (XLA's CPU compiler cannot run them); without it a "
                         "cut holding one is converted as `run` converts it and written as the HLO jaxlib lowers "
                         "that to")
+    p.add_argument("--as-converted", action="store_true",
+                   help="write the cut as `run` computes it (converted, then lowered to HLO by jaxlib) even without "
+                        "backend calls: the tap's bits where the dump's own instruction and the conversion compute "
+                        "differently (erf and the other ops the conversion expands), at the cost of the dump's "
+                        "structure")
     p.add_argument("--verify", action="store_true",
                    help="run OUT.hlo with XLA itself and compare with the tap of NAME bit for bit")
     p.add_argument("--no-fma", action="store_true",
@@ -681,19 +711,20 @@ def cmd_extract(args) -> int:
         folder = os.path.dirname(os.path.abspath(out))
         if not os.path.isdir(folder):
             raise UsageError(f"-o {args.output}: folder {folder} does not exist")
+    hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
     if args.no_fma:
-        # Before anything compiles: XLA reads the flag once per process (runtime/fp_contraction.py).
+        # Before anything compiles: XLA reads the flag once per process (runtime/fp_contraction.py);
+        # its probe starts JAX's CPU backend, so with the dump's devices.
         from converter.runtime.fp_contraction import turn_contraction_off
 
-        turn_contraction_off("extract --no-fma")
-    hlo = parse_hlo(read_hlo_text(args.dump), args.dump, allow_unknown_attributes=args.allow_unknown_attributes)
+        turn_contraction_off("extract --no-fma", hlo.num_devices)
 
     from converter.tools.options import convert_options_from_args
 
     result = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args), seed=args.seed,
                      allow_custom_calls=args.allow_custom_calls, hlo=hlo, input_values=args.input_values,
                      inputs_path=args.inputs, producers=args.producers, device=args.device, cut_from=cut_from,
-                     convert_options=convert_options_from_args(args))
+                     convert_options=convert_options_from_args(args), as_converted=args.as_converted)
     buffer = io.BytesIO()
     np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(result.inputs)})
     write_atomic(npz_path, buffer.getvalue())
@@ -704,8 +735,9 @@ def cmd_extract(args) -> int:
     print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
     if result.converted is not None:
-        print(f"backend call(s) {', '.join(result.converted.calls)} converted as `run` converts them: "
-              f"{args.output} is the HLO jaxlib lowers the converted cut to")
+        what = (f"backend call(s) {', '.join(result.converted.calls)} converted as `run` converts them"
+                if result.converted.calls else "the cut converted as `run` converts it (--as-converted)")
+        print(f"{what}: {args.output} is the HLO jaxlib lowers the converted cut to")
         if result.converted.jaxlib_targets:
             print(f"it calls {', '.join(result.converted.jaxlib_targets)} (jaxlib's LAPACK FFI handlers): XLA runs it "
                   "in a process that loaded jaxlib (after jax._src.lax.linalg.initialize_lapack(), as --verify does), "
@@ -739,6 +771,8 @@ def cmd_extract(args) -> int:
                         if g.shape == e.shape)
     print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({details or 'shapes differ'}); "
           "where the full run fused a producer across the cut (a multiply into an add: one rounding instead of "
-          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction")
+          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction; where the "
+          "conversion computes an instruction differently from XLA's own (erf), --as-converted writes the cut as "
+          "`run` computes it")
     sys.stdout.flush()
     return 3

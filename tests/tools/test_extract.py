@@ -283,3 +283,48 @@ def test_cli_cuts_between_instructions_and_verifies(tmp_path, capsys):
     assert main(["extract", dump, "--root", "sub.0", "--from", "max.0", "-o", str(out)]) == 1
     assert "elementwise_f32.hlo:" in capsys.readouterr().err
     assert main(["extract", dump, "--root", "sub.0", "--from", "mul.0", "--producers", "1", "-o", str(out)]) == 2
+
+
+def test_a_loop_that_ran_too_few_iterations_leaves_nothing_to_extract(tmp_path, capsys):
+    """while i < n: i += 1 (while_dynamic, trip count unknown to the dump).  With n = 0 the
+    body's taps hold the loop's zero-initialized carry, not values: extract refuses at the
+    instruction instead of writing a module whose 'differs' would be meaningless.  With
+    n = 3 the counter's last value is 2 and XLA computes 3 from it."""
+    from converter.tools.cli import main
+
+    out = tmp_path / "add.hlo"
+    args = ["extract", os.path.join(ROOT, "tests", "dumps", "gpu", "while_dynamic.hlo"), "--root", "add.1.1",
+            "-o", str(out), "--verify"]
+    assert main(args + ["--input", "arg1=s32=0"]) == 1
+    assert "%while.5 ran 0 iteration(s) in this run" in capsys.readouterr().err
+    assert main(args + ["--input", "arg1=s32=3", "--iteration", "3"]) == 1
+    assert "ran 3 iteration(s)" in capsys.readouterr().err and not out.exists()
+    assert main(args + ["--input", "arg1=s32=3"]) == 0
+    assert "bit for bit" in capsys.readouterr().out
+    with np.load(tmp_path / "add.inputs.npz") as npz:
+        assert int(npz["arg0"]) == 2
+    assert int(run_with_xla(out.read_text(), [np.int32(2)])[0]) == 3
+
+
+def test_as_converted_writes_the_cut_as_run_computes_it(tmp_path, capsys):
+    """The GPU dump's `erf`: the conversion expands it (chlo's polynomial) where XLA's CPU
+    compiler runs its own erf on the extracted instruction, a few ulps apart, so the
+    dump's own instruction does not give the tap's bits; --as-converted writes the
+    converted cut and does.  SciPy's erf bounds both (a few f32 ulps)."""
+    from scipy.special import erf
+
+    from converter.tools.cli import main
+
+    out = tmp_path / "erf.hlo"
+    args = ["extract", os.path.join(ROOT, "tests", "dumps", "gpu", "math_special.hlo"), "--root", "erf.1.1",
+            "-o", str(out), "--verify"]
+    assert main(args) == 3
+    assert "--as-converted" in capsys.readouterr().out
+    assert main(args + ["--as-converted"]) == 0
+    printed = capsys.readouterr().out
+    assert "the cut converted as `run` converts it" in printed and "bit for bit" in printed
+    assert " erf(" not in out.read_text()  # jaxlib's HLO of the expanded polynomial
+    with np.load(tmp_path / "erf.inputs.npz") as npz:
+        x = npz["arg0"]
+    (got,) = run_with_xla(out.read_text(), [x])
+    np.testing.assert_allclose(got, erf(x.astype(np.float64)), rtol=1e-6, atol=1e-6)

@@ -61,3 +61,15 @@ def test_a_process_whose_xla_read_its_flags_is_told_how_to_start(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "")
     with pytest.raises(ConverterError, match=f"start it with XLA_FLAGS={FLAG}"):
         turn_contraction_off("extract --no-fma")
+
+
+@X86
+def test_no_fma_on_a_multi_device_dump(tmp_path):
+    """The contraction probe starts JAX's CPU backend: it must start with the dump's four
+    devices (it had started with one, and the run then failed).  Device 2's dot of the
+    data-parallel step, verified bit for bit by XLA under the flag."""
+    dump = os.path.join(ROOT, "tests", "dumps", "cpu", "sm_dp_train_step.hlo")
+    done = _child(["-m", "converter", "extract", dump, "--root", "dot", "--device", "2", "-o", str(tmp_path / "d.hlo"),
+                   "--verify", "--no-fma"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "equals the tap bit for bit" in done.stdout
