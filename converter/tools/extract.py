@@ -26,7 +26,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from converter.common.errors import ConverterError, SourceLocation, UsageError, diagnostic
 from converter.hlo.ir import Computation, Instruction, Module, split_operand
@@ -64,6 +64,9 @@ class Extracted:
     iterations: list[int] | None = None
     loops: list[str] = field(default_factory=list)
     converted: ConvertedCalls | None = None  # the backend calls converted (the "convert" route)
+    # The same cut written as `run` computes it (extract_module's as_converted), from the
+    # same values: (text, inputs, parameters, what was converted).  None where it was.
+    as_converted: Callable[[], tuple[str, list[np.ndarray], list[str], ConvertedCalls]] | None = None
 
 
 def find_instruction(hlo: Module, name: str) -> tuple[Computation, Instruction]:
@@ -127,8 +130,15 @@ class _Builder:
         self.order: list[str] = []
         self.copy_sources: dict[str, str] = {}  # copy-start -> its operand
         self.backend_calls: list[Instruction] = []  # the dump's custom-calls the module holds
+        # Instructions whose dump element type is not the one their op computes in (TPU's
+        # float_type_correction: a copy or reduce of f32 values written bf16): XLA's parser
+        # refuses them as they are; the conversion computes them (type_correction.py).
+        self.type_changes: list[Instruction] = []
+        self._comp_of: dict[str, Computation] | None = None
 
     def check(self, instr: Instruction) -> None:
+        if self._changes_element_type(instr):
+            self.type_changes.append(instr)
         if instr.opcode == "custom-call":
             if self.custom_calls == "refuse":
                 target = instr.attrs.get("custom_call_target", "?")
@@ -262,6 +272,19 @@ class _Builder:
             new.opcode, new.attrs = "get-tuple-element", {"index": 0}
         out.append(new)
         return new.name
+
+    def _changes_element_type(self, instr: Instruction) -> bool:
+        from converter.importer.type_correction import CORRECTED, computed_shape
+
+        if instr.opcode not in CORRECTED:
+            return False
+        if self._comp_of is None:
+            self._comp_of = {i.name: c for c in self.hlo.computations for i in c.instructions}
+        comp = self._comp_of.get(instr.name)
+        if comp is None:
+            return False
+        shapes = [comp.operand_shape(o) for o in instr.operands]
+        return computed_shape(instr.opcode, instr.shape, shapes) is not None
 
     def operand_shape(self, instr: Instruction):
         if instr.operand_shapes and instr.operand_shapes[0] is not None:
@@ -458,8 +481,10 @@ def extract_module(hlo: Module, name: str, operand_values: dict[str, list[np.nda
     module = Module(f"extract_{_symbol(instr.name)}", computations, {}, hlo.stack_frames, hlo.path,
                     {c.name: c for c in computations}, entry)
     text = module_to_text(module)
-    if (builder.backend_calls and custom_calls == "convert") or as_converted:
+    if (builder.backend_calls and custom_calls == "convert") or builder.type_changes or as_converted:
         text = convert_backend_calls(hlo, instr, text, builder.backend_calls, options, converted)
+        if converted is not None and builder.type_changes:
+            converted.type_changes = [f"%{i.name} ({i.opcode} to {i.shape.element_type})" for i in builder.type_changes]
     return text, inputs, held
 
 
@@ -472,6 +497,7 @@ class ConvertedCalls:
     calls: list[str] = field(default_factory=list)
     jaxlib_targets: list[str] = field(default_factory=list)
     done: bool = False  # the route was taken
+    type_changes: list[str] = field(default_factory=list)  # why, when no backend call made it
 
 
 def convert_backend_calls(hlo: Module, root: Instruction, text: str, calls: list[Instruction], options=None,
@@ -605,7 +631,7 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
                                           f"{'at iteration ' + str(k) if iteration is not None else 'of any iteration'}; "
                                           "give inputs that run it (--inputs, --input)"))
     if devices > 1:
-        cross = [i for i in cut if i.opcode in DEVICE_DEPENDENT]
+        cross = [i for i in _reachable(hlo, cut) if i.opcode in DEVICE_DEPENDENT]
         if cross:
             raise ExtractError(diagnostic(hlo.location_of(cross[0]),
                                           f"cannot extract %{cross[0].name} "
@@ -626,8 +652,15 @@ def extract(path: str, name: str, arrays: list[np.ndarray] | None = None, iterat
     text, inputs, held = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from,
                                         options=convert_options, converted=converted, as_converted=as_converted)
     expected = leaves_of(instr.name) if instr.name in tapped else []
+
+    def rewritten() -> tuple[str, list[np.ndarray], list[str], ConvertedCalls]:
+        again = ConvertedCalls()
+        out = extract_module(hlo, instr.name, values, allow_custom_calls, producers, cut_from,
+                             options=convert_options, converted=again, as_converted=True)
+        return (*out, again)
+
     return Extracted(text, inputs, held, expected, iteration, [w.name for w in loops],
-                     converted if converted.done else None)
+                     converted if converted.done else None, None if converted.done else rewritten)
 
 
 def add_extract_parser(sub) -> None:
@@ -672,6 +705,43 @@ def add_extract_parser(sub) -> None:
     p.add_argument("--no-fma", action="store_true",
                    help="run the dump (and --verify's XLA) with multiply-add contraction off (XLA_FLAGS="
                         "--xla_cpu_max_isa=AVX), so a cut between a multiply and its add rounds as the full run does")
+
+
+def _reachable(hlo: Module, instructions: list[Instruction]) -> list[Instruction]:
+    """`instructions` and those of every computation they call, at any depth (a while
+    body's collective makes the while device-dependent too)."""
+    out, seen, todo = [], set(), list(instructions)
+    while todo:
+        instr = todo.pop(0)
+        out.append(instr)
+        for _, name in called_computations(instr, hlo):
+            if name not in seen:
+                seen.add(name)
+                todo.extend(hlo.by_name[name].instructions)
+    return out
+
+
+def _same_bits(got, expected) -> bool:
+    return len(got) == len(expected) and all(
+        g.shape == e.shape and g.dtype == e.dtype and g.tobytes() == e.tobytes() for g, e in zip(got, expected))
+
+
+def _max_abs(got, expected) -> str:
+    from converter.runtime.compare import compare
+
+    return "; ".join(f"leaf {i}: max abs {compare(g, e).max_abs:.3g}" for i, (g, e) in enumerate(zip(got, expected))
+                     if g.shape == e.shape) or "shapes differ"
+
+
+def _say_converted(converted: ConvertedCalls, output: str) -> None:
+    if converted.calls:
+        what = f"backend call(s) {', '.join(converted.calls)} converted as `run` converts them"
+    elif converted.type_changes:
+        what = (f"the cut converted as `run` converts it: {', '.join(converted.type_changes)} change(s) the element "
+                "type in place (TPU), which XLA's parser refuses as written")
+    else:
+        what = "the cut converted as `run` converts it"
+    print(f"{what}: {output} is the HLO jaxlib lowers the converted cut to")
 
 
 def inputs_path_for(output: str) -> str:
@@ -735,9 +805,7 @@ def cmd_extract(args) -> int:
     print(f"wrote {args.output} (%{args.root.lstrip('%')}{at}) and {npz_path} "
           f"({len(result.inputs)} input(s): " + ", ".join(f"arg{i}={n}" for i, n in enumerate(result.parameters)) + ")")
     if result.converted is not None:
-        what = (f"backend call(s) {', '.join(result.converted.calls)} converted as `run` converts them"
-                if result.converted.calls else "the cut converted as `run` converts it (--as-converted)")
-        print(f"{what}: {args.output} is the HLO jaxlib lowers the converted cut to")
+        _say_converted(result.converted, args.output)
         if result.converted.jaxlib_targets:
             print(f"it calls {', '.join(result.converted.jaxlib_targets)} (jaxlib's LAPACK FFI handlers): XLA runs it "
                   "in a process that loaded jaxlib (after jax._src.lax.linalg.initialize_lapack(), as --verify does), "
@@ -760,19 +828,27 @@ def cmd_extract(args) -> int:
     except ConverterError as e:
         print(f"not verified: XLA could not run the extracted module: {e}")
         return 4
-    same = len(got) == len(result.expected) and all(
-        g.shape == e.shape and g.dtype == e.dtype and g.tobytes() == e.tobytes() for g, e in zip(got, result.expected))
-    if same:
+    if _same_bits(got, result.expected):
         print("verified: XLA's result of the extracted module equals the tap bit for bit")
         return 0
-    from converter.runtime.compare import compare
-
-    details = "; ".join(f"leaf {i}: max abs {compare(g, e).max_abs:.3g}" for i, (g, e) in enumerate(zip(got, result.expected))
-                        if g.shape == e.shape)
-    print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({details or 'shapes differ'}); "
+    if result.as_converted is not None and not args.allow_custom_calls:
+        # The dump's own instructions, as XLA computes them, are not what `run` computed
+        # (a dot written as a convolution, erf, ...): the cut as `run` computes it is the
+        # module that gives the tap's bits, if the difference is not a contraction.
+        text, inputs, _, converted = result.as_converted()
+        try:
+            again = run_with_xla(text, inputs)
+        except ConverterError:
+            again = None
+        if again is not None and _same_bits(again, result.expected):
+            write_atomic(args.output, text)
+            print(f"the dump's own instructions give other bits in XLA than the full run ({_max_abs(got, result.expected)})")
+            _say_converted(converted, args.output)
+            print("verified: XLA's result of the extracted module equals the tap bit for bit")
+            return 0
+        print("the cut as `run` computes it (--as-converted) does not give the tap's bits either")
+    print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({_max_abs(got, result.expected)}); "
           "where the full run fused a producer across the cut (a multiply into an add: one rounding instead of "
-          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction; where the "
-          "conversion computes an instruction differently from XLA's own (erf), --as-converted writes the cut as "
-          "`run` computes it")
+          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction")
     sys.stdout.flush()
     return 3

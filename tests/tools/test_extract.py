@@ -309,8 +309,9 @@ def test_a_loop_that_ran_too_few_iterations_leaves_nothing_to_extract(tmp_path, 
 def test_as_converted_writes_the_cut_as_run_computes_it(tmp_path, capsys):
     """The GPU dump's `erf`: the conversion expands it (chlo's polynomial) where XLA's CPU
     compiler runs its own erf on the extracted instruction, a few ulps apart, so the
-    dump's own instruction does not give the tap's bits; --as-converted writes the
-    converted cut and does.  SciPy's erf bounds both (a few f32 ulps)."""
+    dump's own instruction does not give the tap's bits; --verify then writes the converted
+    cut, which does, and --as-converted asks for it outright.  SciPy's erf bounds the
+    result (a few f32 ulps)."""
     from scipy.special import erf
 
     from converter.tools.cli import main
@@ -318,13 +319,48 @@ def test_as_converted_writes_the_cut_as_run_computes_it(tmp_path, capsys):
     out = tmp_path / "erf.hlo"
     args = ["extract", os.path.join(ROOT, "tests", "dumps", "gpu", "math_special.hlo"), "--root", "erf.1.1",
             "-o", str(out), "--verify"]
-    assert main(args) == 3
-    assert "--as-converted" in capsys.readouterr().out
+    assert main(args[:-1]) == 0  # without --verify: the dump's own instruction, written as it is
+    assert " erf(" in out.read_text()
+    # --verify finds the dump's erf off the tap and writes the converted cut, which is not.
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "the dump's own instructions give other bits" in printed and "bit for bit" in printed
+    assert " erf(" not in out.read_text()  # jaxlib's HLO of the expanded polynomial
     assert main(args + ["--as-converted"]) == 0
     printed = capsys.readouterr().out
     assert "the cut converted as `run` converts it" in printed and "bit for bit" in printed
-    assert " erf(" not in out.read_text()  # jaxlib's HLO of the expanded polynomial
+    assert " erf(" not in out.read_text()
     with np.load(tmp_path / "erf.inputs.npz") as npz:
         x = npz["arg0"]
     (got,) = run_with_xla(out.read_text(), [x])
     np.testing.assert_allclose(got, erf(x.astype(np.float64)), rtol=1e-6, atol=1e-6)
+
+
+def test_a_tpu_copy_that_changes_element_type_is_written_converted(tmp_path, capsys):
+    """TPU dumps write `copy` f32 -> bf16 (float_type_correction), which XLA's parser
+    refuses; the cut goes the converted way (as run computes it: a convert), and XLA's
+    result is the tap bit for bit, which is NumPy's f32 -> bf16 rounding of the input."""
+    import ml_dtypes
+
+    from converter.tools.cli import main
+
+    out = tmp_path / "copy.hlo"
+    assert main(["extract", os.path.join(ROOT, "tests", "dumps", "tpu", "conv1d_grouped.hlo"), "--root", "copy",
+                 "-o", str(out), "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "%copy (copy to bf16) change(s) the element type in place" in printed and "bit for bit" in printed
+    with np.load(tmp_path / "copy.inputs.npz") as npz:
+        x = npz["arg0"]
+    (got,) = run_with_xla(out.read_text(), [x])
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float32), x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_a_loop_holding_a_collective_is_device_dependent(tmp_path, capsys):
+    """A while loop whose body psums across 4 devices has no one-device value: refused at
+    the collective inside it (it had been written as a one-device module)."""
+    from converter.tools.cli import main
+
+    assert main(["extract", os.path.join(ROOT, "tests", "dumps", "tpu", "sm_loop_psum.hlo"), "--root", "while.13",
+                 "-o", str(tmp_path / "w.hlo")]) == 1
+    err = capsys.readouterr().err
+    assert "(all-reduce) of a 4-device module as a one-device module" in err and ":68:3:" in err
