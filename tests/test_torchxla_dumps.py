@@ -110,3 +110,14 @@ def test_every_program_of_the_generator_has_a_committed_dump():
     for name in NAMES:
         for suffix in (".hlo", ".inputs.npz", ".expected.npz", ".torchxla.npz"):
             assert (FOLDER / f"{name}{suffix}").is_file(), f"{name}{suffix}"
+
+
+def test_check_takes_whole_arrays_of_an_spmd_dump(capsys):
+    """`check --global --inputs`: the SPMD dump's whole-array inputs are split by its
+    parameter shardings (as `run --global`), and the round trip and XLA itself agree."""
+    from converter.tools.cli import main
+
+    dump = FOLDER / "spmd_mlp_sgd_step.hlo"
+    assert main(["check", str(dump), "--inputs", str(FOLDER / "spmd_mlp_sgd_step.inputs.npz"), "--global",
+                 "--against-xla"]) == 0
+    assert "verdict: the outputs agree (round trip and XLA)" in capsys.readouterr().out

@@ -58,7 +58,7 @@ class CheckReport:
 
 def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against_xla: bool = False,
                options: ConvertOptions | None = None, rtol: float | None = None,
-               atol: float | None = None) -> CheckReport:
+               atol: float | None = None, global_arrays: bool = False) -> CheckReport:
     """The report; its `outputs` are the first conversion's outputs.  `path` is an HLO dump
     (text or one of XLA's protos) or a StableHLO file."""
     options = options or ConvertOptions()
@@ -66,7 +66,10 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
     first = loaded.module
     exported = export_hlo_text(first)
     program = program_from_module(first, path=path, options=options)
-    inputs = read_inputs(inputs_path, program) if inputs_path else program.random_inputs(seed)
+    if inputs_path and global_arrays and program.num_devices > 1:
+        inputs = _split_whole_inputs(inputs_path, program)
+    else:
+        inputs = read_inputs(inputs_path, program) if inputs_path else program.random_inputs(seed)
     out_first = program(*inputs)
     second = program_from_module(convert_text(exported, path + " (exported)", options), options=options)
     out_second = second(*inputs)
@@ -87,6 +90,17 @@ def check_dump(path: str, inputs_path: str | None = None, seed: int = 0, against
         report.rows.append(row)
     report.outputs = list(out_first)
     return report
+
+
+def _split_whole_inputs(path: str, program) -> list[np.ndarray]:
+    """Whole arrays of an .npz split into each device's piece by the module's parameter
+    shardings (`run --global`'s split, converter/runtime/sharding.py)."""
+    from converter.runtime.sharding import shardings_with_fallback, split_global
+
+    params, _ = shardings_with_fallback(program, None)
+    whole = read_inputs(path, program, per_device=False)
+    return [split_global(a, spec.shape, sh, program.num_devices, f"arg{spec.index}")
+            for a, spec, sh in zip(whole, program.params, params)]
 
 
 def xla_run(path: str, hlo_text: str, program, inputs: list[np.ndarray]) -> XlaDumpRun | str:

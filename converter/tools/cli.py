@@ -208,6 +208,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="also run the original dump through XLA itself on CPU and compare (exit 4 when XLA cannot run it)")
     p.add_argument("--rtol", type=float, help="relative tolerance (default: fitted to each dtype)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: fitted to each dtype)")
+    p.add_argument("--global", dest="global_arrays", action="store_true",
+                   help="of a multi-device dump: --inputs holds whole arrays, split into each device's piece by "
+                        "the dump's parameter shardings (as `run --global`)")
     p.add_argument("--outputs", metavar="OUT.npz", help="write the outputs of the first conversion, keyed out0..outM")
     add_pipeline_args(p)
 
@@ -437,7 +440,7 @@ def cmd_check(args) -> int:
     from converter.tools.check import check_dump, format_report
 
     report = check_dump(args.dump, args.inputs, args.seed, args.against_xla, convert_options_from_args(args),
-                        args.rtol, args.atol)
+                        args.rtol, args.atol, global_arrays=args.global_arrays)
     print(format_report(report))
     if args.outputs:
         from converter.runtime.program import write_outputs
