@@ -816,25 +816,63 @@ def cmd_extract(args) -> int:
         print(f"values without multiply-add contraction: XLA_FLAGS={FLAG} runs {args.output} to the same bits")
     if not args.verify:
         return 0
-    from converter.common.errors import ConverterError
-    from converter.runtime.xla_oracle import run_with_xla
-
     # A comparison asked for and not made is exit 4, never a verdict (DESIGN §4).
     if not result.expected:
         print(f"not verified: the full run gives no value of %{args.root.lstrip('%')} to compare with")
         return 4
+    outcome = _verify(result, args)
+    if outcome == "xla-cannot-run":
+        return 4
+    if outcome == "differs" and args.producers == 0 and cut_from is None:
+        # The full run's compile may have fused the producer into NAME (a pad or transpose
+        # folded into a convolution, a multiply contracted into an add): keep it.
+        print("trying the cut one producer level up (--producers 1), as the full run may have fused one into "
+              f"%{args.root.lstrip('%')}")
+        wider = extract(args.dump, args.root, None, iteration, program_loader=tapped_program_loader(args),
+                        seed=args.seed, allow_custom_calls=args.allow_custom_calls, hlo=hlo,
+                        input_values=args.input_values, inputs_path=args.inputs, producers=1, device=args.device,
+                        convert_options=convert_options_from_args(args), as_converted=args.as_converted)
+        outcome = _verify(wider, args, quiet=True)
+        if outcome == "verified":
+            buffer = io.BytesIO()
+            np.savez(buffer, **{f"arg{i}": a for i, a in enumerate(wider.inputs)})
+            write_atomic(npz_path, buffer.getvalue())
+            print(f"wrote {args.output} and {npz_path} again with --producers 1 ({len(wider.inputs)} input(s): "
+                  + ", ".join(f"arg{i}={n}" for i, n in enumerate(wider.parameters)) + ")")
+            print("verified: XLA's result of the extracted module equals the tap bit for bit")
+            return 0
+        outcome = "differs"
+    if outcome == "verified":
+        return 0
+    print("differs: XLA's result of the extracted module is not the tap bit for bit; where the full run fused a "
+          "multiply into an add across the cut (one rounding instead of two), --no-fma computes both without "
+          "contraction")
+    sys.stdout.flush()
+    return 3
+
+
+def _verify(result: Extracted, args, quiet: bool = False) -> str:
+    """Run the written module with XLA against the tap of NAME: "verified", "differs" or
+    "xla-cannot-run" (said).  Where the dump's own instructions give other bits than the full
+    run (a dot written as a convolution, erf, ...) the cut as `run` computes it is tried and,
+    when it gives the tap's bits, written to args.output instead."""
+    from converter.common.errors import ConverterError
+    from converter.common.files import write_atomic
+    from converter.runtime.xla_oracle import run_with_xla
+
     try:
         got = run_with_xla(result.text, result.inputs)
     except ConverterError as e:
         print(f"not verified: XLA could not run the extracted module: {e}")
-        return 4
+        return "xla-cannot-run"
     if _same_bits(got, result.expected):
-        print("verified: XLA's result of the extracted module equals the tap bit for bit")
-        return 0
+        if quiet:
+            write_atomic(args.output, result.text)
+        else:
+            print("verified: XLA's result of the extracted module equals the tap bit for bit")
+        return "verified"
+    print(f"XLA's result of the written module is not the tap bit for bit ({_max_abs(got, result.expected)})")
     if result.as_converted is not None and not args.allow_custom_calls:
-        # The dump's own instructions, as XLA computes them, are not what `run` computed
-        # (a dot written as a convolution, erf, ...): the cut as `run` computes it is the
-        # module that gives the tap's bits, if the difference is not a contraction.
         text, inputs, _, converted = result.as_converted()
         try:
             again = run_with_xla(text, inputs)
@@ -842,13 +880,10 @@ def cmd_extract(args) -> int:
             again = None
         if again is not None and _same_bits(again, result.expected):
             write_atomic(args.output, text)
-            print(f"the dump's own instructions give other bits in XLA than the full run ({_max_abs(got, result.expected)})")
+            print("the dump's own instructions give other bits in XLA than the full run:")
             _say_converted(converted, args.output)
-            print("verified: XLA's result of the extracted module equals the tap bit for bit")
-            return 0
+            if not quiet:
+                print("verified: XLA's result of the extracted module equals the tap bit for bit")
+            return "verified"
         print("the cut as `run` computes it (--as-converted) does not give the tap's bits either")
-    print(f"differs: XLA's result of the extracted module is not the tap bit for bit ({_max_abs(got, result.expected)}); "
-          "where the full run fused a producer across the cut (a multiply into an add: one rounding instead of "
-          "two) --producers 1 keeps it in the module, or --no-fma computes both without contraction")
-    sys.stdout.flush()
-    return 3
+    return "differs"

@@ -31,15 +31,17 @@ def _child(args: list[str], env_flags: str = "") -> subprocess.CompletedProcess:
 def test_a_cut_inside_a_contracted_multiply_add_verifies_bit_for_bit_without_contraction(tmp_path):
     """%add.0 = mul.0 + add.1 in elementwise_f32's fusion: by default the full run computes it
     with one rounding and the extracted add (from mul.0's value) with two, so --verify finds
-    them different (exit 3); with --no-fma both round twice and XLA's result of the
-    extracted module is the tap bit for bit (exit 0).  NumPy checks XLA's result of the
-    module under the flag: the f32 sum of its two inputs."""
+    them different and widens the cut to keep the multiply (--producers 1: exit 0 with the
+    multiply's operand as input); with --no-fma both round twice and the plain cut's module
+    is the tap bit for bit.  NumPy checks XLA's result of the module under the flag: the
+    f32 sum of its two inputs."""
     out = tmp_path / "add.hlo"
     command = ["-m", "converter", "extract", DUMP, "--root", "add.0", "-o", str(out), "--verify"]
     default = _child(command)
-    assert default.returncode == 3, default.stdout + default.stderr
-    assert "--no-fma" in default.stdout
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert "not the tap bit for bit" in default.stdout and "again with --producers 1" in default.stdout
     fixed = _child(command + ["--no-fma"])
+    assert "--producers 1" not in fixed.stdout
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "equals the tap bit for bit" in fixed.stdout and FLAG in fixed.stdout
     # XLA itself runs the written module under the flag; NumPy adds its inputs in f32.
