@@ -72,3 +72,71 @@ def test_tpu_spmd_bitcast_of_padded_tiles_matches_numpy():
     for i in range(8):
         np.testing.assert_allclose(got[0][i], gram, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got[1][i], running[3 * (i % 4): 3 * (i % 4) + 3], rtol=1e-5, atol=1e-5)
+
+
+def test_xla_oracle_keeps_listed_mesh_devices_matches_numpy():
+    """CPU, jax 0.10.2, 2x4 mesh: the sort along a dimension sharded over "b" and the rfft
+    along one over "a" all-gather with `replica_groups=mesh['axis_0'=4,'axis_1'=2],
+    device_ids=([2,4]T(1,0)) {...}`.  XLA's importer drops the device ids from the sdy.mesh
+    it writes, so `check --against-xla` ran other groups and called the (right) conversion
+    wrong.  Oracle: NumPy on the whole arrays (tests/sweep/generate.py
+    named_sharding_conv_sort_fft); the conversion and XLA must both match it."""
+    from converter.runtime.program import load
+    from converter.runtime.xla_oracle import run_dump_with_xla
+
+    path = DUMPS / "cpu_jax010_named_sharding_conv_sort_fft.hlo"
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6, 6, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)
+    s = rng.standard_normal((8, 16)).astype(np.float32)
+    # device d = (a, b) = (d // 4, d % 4): x's batch over "a" and channels over "b", w's
+    # output channels over "b", s's rows over "b" and columns over "a"
+    xs = np.stack([x[2 * (d // 4): 2 * (d // 4) + 2, ..., 2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    ws = np.stack([w[..., 2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    ss = np.stack([s[2 * (d % 4): 2 * (d % 4) + 2, 8 * (d // 4): 8 * (d // 4) + 8] for d in range(8)])
+    ordered = np.sort(s, axis=0)
+    spectrum = np.fft.rfft(s.astype(np.float64), axis=1)
+    sorted_shards = np.stack([ordered[2 * (d % 4): 2 * (d % 4) + 2, 8 * (d // 4): 8 * (d // 4) + 8] for d in range(8)])
+    spectrum_shards = np.stack([spectrum[2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    for got in (load(str(path))(xs, ws, ss), run_dump_with_xla(path.read_text(), [xs, ws, ss]).outputs):
+        np.testing.assert_array_equal(got[1], sorted_shards)
+        np.testing.assert_array_equal(got[2], np.stack([np.argmax(s, axis=0)[8 * (d // 4): 8 * (d // 4) + 8]
+                                                        for d in range(8)]))
+        # f32 FFT of 16 points: a few ulps of the largest term
+        np.testing.assert_allclose(got[3], spectrum_shards, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=4, deadline=None)
+@given(axes=st.sampled_from([(("a", 4), ("b", 2)), (("a", 2), ("b", 4)), (("a", 2), ("b", 2), ("c", 2))]),
+       data=st.data())
+def test_xla_oracle_all_gather_over_listed_mesh_devices_matches_numpy(axes, data):
+    """all-gather over mesh-axes groups of any mesh whose devices are a transposed iota:
+    `run_dump_with_xla` (what `check --against-xla` runs) gathers in the groups NumPy
+    computes from the mesh: devices equal on the other axes, in the listed axes' order."""
+
+    from converter.runtime.xla_oracle import run_dump_with_xla
+
+    sizes = [n for _, n in axes]
+    reshape = data.draw(st.sampled_from([sizes, [2, 4], [4, 2], [2, 2, 2]]))
+    perm = data.draw(st.permutations(range(len(reshape))))
+    grouped = data.draw(st.sampled_from([[a] for a, _ in axes] + [[a for a, _ in axes[:2]][::-1]]))
+    devices = np.arange(8).reshape(reshape).transpose(perm).reshape(sizes)
+    names = [a for a, _ in axes]
+    order = [names.index(a) for a in names if a not in grouped] + [names.index(a) for a in grouped]
+    groups = np.transpose(devices, order).reshape(-1, int(np.prod([sizes[names.index(a)] for a in grouped])))
+    n = groups.shape[1]
+    mesh = "mesh[" + ",".join(f"'{a}'={k}" for a, k in axes) + "]"
+    ids = f"device_ids=([{','.join(map(str, reshape))}]T({','.join(map(str, perm))}))"
+    refs = "{" + ",".join(f"'{a}'" for a in grouped) + "}"
+    text = f"""HloModule gather_listed_mesh, num_partitions=8
+
+ENTRY %main (p: f32[2]) -> f32[{2 * n}] {{
+  %p = f32[2]{{0}} parameter(0)
+  ROOT %ag = f32[{2 * n}]{{0}} all-gather(%p), channel_id=1, replica_groups={mesh}, {ids} {refs}, dimensions={{0}}, use_global_device_ids=true
+}}
+"""
+    shards = np.arange(16, dtype=np.float32).reshape(8, 2)
+    got = run_dump_with_xla(text, [shards]).outputs[0]
+    for group in groups:
+        for d in group:
+            np.testing.assert_array_equal(got[d], np.concatenate([shards[m] for m in group]), err_msg=f"device {d}")
