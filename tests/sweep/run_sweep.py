@@ -6,7 +6,8 @@ folders made by tests/sweep/generate.py, in this process, and tabulate the outco
 Outcome per dump: ok, mismatch (run's outputs differ from JAX's result beyond the dtype's
 tolerance), refused (exit 1 with a located error), crash (a traceback), xla-mismatch (check),
 cpu-mismatch (a multi-device TPU/GPU dump whose `compare` against the CPU dump of the same
-program and jax version, a folder `cpu-SUFFIX` among the arguments, exits other than 0).
+program and jax version, a folder `cpu-SUFFIX` among the arguments, exits other than 0;
+`ref:cpu-SUFFIX` names it for the comparisons alone).
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def main() -> None:
 
     jax.config.update("jax_num_cpu_devices", 8)  # as the CLI's own process would for 8-device dumps
     with tempfile.TemporaryDirectory() as t:
-        folders = [pathlib.Path(f) for f in sys.argv[1:]]
-        for folder in folders:
+        # `ref:DIR`: a CPU folder only compared against, not swept itself
+        folders = [pathlib.Path(f.removeprefix("ref:")) for f in sys.argv[1:]]
+        for folder in [pathlib.Path(f) for f in sys.argv[1:] if not f.startswith("ref:")]:
             suffix = folder.name.rsplit("-", 1)[-1]
             cpu = next((f for f in folders if f.name == f"cpu-{suffix}"), None)
             rows = sweep(folder, pathlib.Path(t), cpu)
