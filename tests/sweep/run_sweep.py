@@ -53,6 +53,10 @@ def compare(got: pathlib.Path, want: pathlib.Path) -> str | None:
         return f"{len(g.files)} outputs, expected {len(w.files)}"
     for k in w.files:
         a, b = np.asarray(g[k]), np.asarray(w[k])
+        if b.dtype == np.dtype("V2"):  # np.savez writes bfloat16 as two raw bytes
+            import ml_dtypes
+
+            a, b = a.view(ml_dtypes.bfloat16), b.view(ml_dtypes.bfloat16)
         if a.shape != b.shape:
             return f"{k}: shape {a.shape} vs {b.shape}"
         if b.dtype.kind in "fc" or b.dtype.name.startswith(("float8", "bfloat")):
