@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,3 +141,95 @@ ENTRY %main (p: f32[2]) -> f32[{2 * n}] {{
     for group in groups:
         for d in group:
             np.testing.assert_array_equal(got[d], np.concatenate([shards[m] for m in group]), err_msg=f"device {d}")
+
+
+@pytest.mark.slow  # the Mosaic kernel's interpreter: ~30 s on 2 cores
+def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax():
+    """TPU v6e, jax 0.12: top-2 MoE routing (tests/sweep/generate.py moe_top2_ragged).  The
+    bincount is a SparseCore scatter offload, `call-start()` with no operands whose
+    operands come in its `call-update`; the ragged dot's group metadata is XLA's own
+    `tpu_custom_call` kernel written as MLIR text (func/memref/scf), not Mosaic bytecode.
+    Oracle: JAX's own CPU result for the program at "highest" matmul precision (f32
+    rounding of 8-term dots: 1e-5)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from converter.runtime.program import load
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    wr = (rng.standard_normal((8, 4)) * 0.5).astype(np.float32)
+    we = (rng.standard_normal((4, 8, 12)) * 0.3).astype(np.float32)
+
+    def moe(x, wr, we):
+        gates, experts = lax.top_k(jax.nn.softmax(x @ wr), 2)
+        flat = experts.reshape(-1)
+        order = jnp.argsort(flat, stable=True)
+        sizes = jnp.bincount(flat, length=4).astype(jnp.int32)
+        y = lax.ragged_dot(jnp.repeat(x, 2, axis=0)[order], we, sizes)
+        y = jnp.zeros_like(y).at[order].set(y).reshape(16, 2, 12)
+        return jnp.sum(y * gates[..., None], axis=1), sizes
+
+    with jax.default_matmul_precision("highest"):
+        want = [np.asarray(a) for a in jax.jit(moe)(x, wr, we)]
+    got = load(str(DUMPS / "tpu_v6e_jax012_moe_top2_ragged.hlo"))(x, wr, we)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 40), length=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_call_start_with_operands_in_its_update_matches_numpy(n, length, seed):
+    """The SparseCore offload form for any sizes: `call-start()` starts a call of a
+    computation taking two parameters, `call-update` hands them over, `call-done` takes
+    the result (here a scatter-add of ones: a bincount).  Oracle: NumPy's bincount."""
+    text = f"""HloModule sparsecore_late_operands
+
+%add (a: s32[], b: s32[]) -> s32[] {{
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %sum = s32[] add(%a, %b)
+}}
+
+%offloaded (zeros: s32[{length}], ids: s32[{n}]) -> s32[{length}] {{
+  %zeros = s32[{length}]{{0}} parameter(0)
+  %ids = s32[{n}]{{0}} parameter(1)
+  %ones = s32[{n}]{{0}} broadcast(s32[] constant(1)), dimensions={{}}
+  ROOT %counts = s32[{length}]{{0}} scatter(%zeros, %ids, %ones), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
+}}, execution_thread="sparsecore"
+
+ENTRY %main (ids: s32[{n}]) -> s32[{length}] {{
+  %ids = s32[{n}]{{0}} parameter(0)
+  %start = ((), (), (s32[1]{{0}})) call-start(), async_execution_thread="sparsecore", to_apply=%offloaded
+  %zeros = s32[{length}]{{0}} broadcast(s32[] constant(0)), dimensions={{}}
+  %update = ((s32[{length}]{{0}}, s32[{n}]{{0}}), s32[{length}]{{0}}) call-update(%start, %zeros, %ids)
+  ROOT %done = s32[{length}]{{0}} call-done(%update)
+}}
+"""
+    ids = np.random.default_rng(seed).integers(0, length, n).astype(np.int32)
+    np.testing.assert_array_equal(run_ours(text, [ids])[0], np.bincount(ids, minlength=length))
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 9), seed=st.integers(0, 2**31 - 1))
+def test_tpu_cholesky_of_split_complex_matches_numpy(n, seed):
+    """TPU v6e, jax 0.12 (tests/sweep/generate.py linalg_complex_chol_inv): the TPU keeps a
+    complex matrix as (real, imaginary) f32 arrays, and its `Cholesky` custom-call takes
+    and returns those pairs.  Oracle: NumPy's complex Cholesky of a Hermitian positive
+    definite matrix (the factor's lower triangle; XLA leaves the rest unspecified), f32
+    rounding of n-term sums relative to the diagonal shift."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    h = (z @ z.conj().T + n * np.eye(n)).astype(np.complex64)
+    text = f"""HloModule tpu_cholesky_split_complex
+
+ENTRY %main (re: f32[{n},{n}], im: f32[{n},{n}]) -> (f32[{n},{n}], f32[{n},{n}]) {{
+  %re = f32[{n},{n}]{{1,0}} parameter(0)
+  %im = f32[{n},{n}]{{1,0}} parameter(1)
+  ROOT %factor = (f32[{n},{n}]{{1,0}}, f32[{n},{n}]{{1,0}}) custom-call(%re, %im), custom_call_target="Cholesky"
+}}
+"""
+    re_, im_ = run_ours(text, [h.real.copy(), h.imag.copy()])
+    want = np.linalg.cholesky(h.astype(np.complex128))
+    np.testing.assert_allclose(np.tril(re_ + 1j * im_), want, rtol=1e-4, atol=1e-4 * np.sqrt(n))
