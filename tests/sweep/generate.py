@@ -21,6 +21,20 @@ Findings of the first sweep (2026-11, 48 programs x CPU/TPU v5e/TPU v6e/H100 x j
 - refused, clearly: TPU approx_min_k's custom-call `PartialReduce` (its TPU binning is not public).
 - not a converter bug: on H100, XLA drops a f32→f8→f32 convert pair (the dump returns its input),
   so f8_casts differs from JAX's CPU result while matching the dump.
+
+Findings of batch 3 (2026-11, 41 programs: linalg, FFT, sort, conv/pool gradients, MoE, selective
+scan, MoE/pipeline/FSDP/collective-matmul/ring-attention shard_maps, cuDNN attention on H100):
+- fixed: `check --against-xla` on jax 0.10 2x4 NamedSharding dumps: XLA's importer drops a mesh's
+  `device_ids=([2,4]T(1,0))` from mesh-axes replica groups, so XLA ran other groups and called a
+  right conversion wrong (converter/runtime/xla_oracle.py writes such groups out first).
+- fixed: TPU v6e SparseCore scatter offload, `call-start()` whose operands come in `call-update`
+  (jnp.unique, bincount); XLA's own ragged-dot metadata `tpu_custom_call`, a Mosaic kernel written
+  as MLIR text; the TPU `Cholesky` custom-call of a complex matrix split into (real, imaginary).
+- not a converter bug: cuDNN flash attention and XLA's CPU attention differ by a bf16 ulp (both
+  within rounding of a float64 reference): its outputs are compared at bf16 tolerance.
+- not a conversion bug: `compare` of the H100 jax 0.10 sm_pipeline_ring against CPU says the dumps
+  differ at a loop's constants (its instruction matching pairs different constants, 7 and 1) while
+  every output agrees.
 """
 
 from __future__ import annotations
