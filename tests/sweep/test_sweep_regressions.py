@@ -6,7 +6,6 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -143,7 +142,6 @@ ENTRY %main (p: f32[2]) -> f32[{2 * n}] {{
             np.testing.assert_array_equal(got[d], np.concatenate([shards[m] for m in group]), err_msg=f"device {d}")
 
 
-@pytest.mark.slow  # the Mosaic kernel's interpreter: ~30 s on 2 cores
 def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax():
     """TPU v6e, jax 0.12: top-2 MoE routing (tests/sweep/generate.py moe_top2_ragged).  The
     bincount is a SparseCore scatter offload, `call-start()` with no operands whose
