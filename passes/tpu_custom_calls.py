@@ -166,10 +166,12 @@ def _x64_combine(op: ir.Operation) -> ir.Value:
     return builders.binary("add", builders.convert(lo, wide), builders.convert(hi, wide))
 
 
-def _cholesky(op: ir.Operation) -> ir.Value:
-    (a,) = op.operands
-    _single_result(op)
-    return builders.cholesky(a, lower=True)
+def _cholesky(op: ir.Operation) -> ir.Value | list[ir.Value]:
+    (a,), split = _joined(op, 1)   # a complex matrix comes as (real, imaginary), as its factor goes
+    if len(op.results) != (2 if split else 1):
+        raise rewrite.op_error(op, f"expected {2 if split else 1} result(s), found {len(op.results)}")
+    factor = builders.cholesky(a, lower=True)
+    return _split(factor) if split else factor
 
 
 def _invert_diagonal_blocks(op: ir.Operation, lower: bool = True) -> list[ir.Value]:

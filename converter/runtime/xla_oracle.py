@@ -62,9 +62,12 @@ def _load_xla_import(hlo_text: str, changes: list[str] | None = None):
     from converter.mlir.context import make_context
     from converter.mlir.serialize import load_module
 
+    if changes is not None:
+        hlo_text, listed = explicit_listed_mesh_groups(hlo_text)
     text = xla_stablehlo_text(hlo_text)
     if changes is not None:
         text, count = explicit_replica_groups(text)
+        count += listed
         if count:
             changes.append(f"{count} mesh-axes replica group(s) written out")
     context = make_context()
@@ -192,6 +195,34 @@ _SDY_MESH = re.compile(r'sdy\.mesh @([\w.$-]+) = <\[([^\]]*)\](?:, device_ids=\[
 _SDY_MESH_GENERIC = re.compile(r'"sdy\.mesh"\(\) <\{mesh = #sdy\.mesh<\[([^\]]*)\](?:, device_ids=\[([\d, ]*)\])?>, '
                                r'sym_name = "([\w.$-]+)"\}>')
 _MESH_AXIS = re.compile(r'"([^"]+)"=(\d+)')
+
+
+_HLO_MESH_GROUPS = re.compile(r"replica_groups=(?=mesh\[)")
+
+
+def explicit_listed_mesh_groups(hlo_text: str) -> tuple[str, int]:
+    """Write mesh-axes replica groups whose mesh lists its devices (`replica_groups=mesh['a'=4,
+    'b'=2], device_ids=([2,4]T(1,0)) {'b'}`, jax 0.10's 2-D NamedSharding dumps) as the
+    explicit groups they stand for, in the HLO text: XLA's importer writes their `sdy.mesh`
+    without the device ids, so the groups it runs are those of devices in iota order (wrong
+    values, silently).  Groups of meshes without device ids are left to
+    `explicit_replica_groups`.  (text, count)."""
+    from converter.hlo.sharding_grammar import ShardingGrammar
+
+    pieces: list[str] = []
+    end = 0
+    for m in _HLO_MESH_GROUPS.finditer(hlo_text):
+        if m.start() < end:
+            continue
+        grammar = ShardingGrammar(hlo_text, "<dump>")
+        grammar.p = m.end()
+        groups = grammar.mesh_groups()
+        if groups.mesh is None or list(groups.mesh.devices()) == list(range(len(groups.mesh.devices()))):
+            continue
+        rows = ",".join("{" + ",".join(map(str, g)) + "}" for g in groups.groups)
+        pieces += [hlo_text[end:m.end()], "{" + rows + "}"]
+        end = grammar.p
+    return "".join(pieces) + hlo_text[end:], len(pieces) // 2
 
 
 def explicit_replica_groups(mlir_text: str) -> tuple[str, int]:

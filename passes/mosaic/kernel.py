@@ -63,7 +63,9 @@ _PARSE_CHILD = """
 import sys
 from jaxlib.mlir import ir
 from jaxlib.mlir._mlir_libs import _tpu_ext
+from jax._src.interpreters.mlir import upstream_dialects
 context = ir.Context()
+context.append_dialect_registry(upstream_dialects)
 _tpu_ext.register_dialect(context)
 context.allow_unregistered_dialects = True
 with context, ir.Location.unknown():
@@ -102,6 +104,15 @@ def parse_in_child(script: str, data: bytes) -> tuple[int, str]:
                               f"({how}{': ' + last if last else ''})")
 
 
+def _upstream_dialects():
+    """The dialects a kernel written as text (not bytecode) spells in their custom syntax
+    (func, arith, memref, scf, vector, ...): XLA's own TPU kernels, such as the ragged dot's
+    metadata kernel, are text."""
+    from jax._src.interpreters.mlir import upstream_dialects
+
+    return upstream_dialects
+
+
 def _serde_registered() -> None:
     import jax._src.tpu_custom_call  # noqa: F401  (registers the mosaic-serde pass)
 
@@ -127,6 +138,7 @@ def read_kernel(config: dict) -> Kernel:
         raise KernelError(verdict)
     _serde_registered()
     context = ir.Context()
+    context.append_dialect_registry(_upstream_dialects())
     _tpu_ext.register_dialect(context)
     context.allow_unregistered_dialects = True
     with context, ir.Location.unknown():
@@ -138,7 +150,9 @@ def read_kernel(config: dict) -> Kernel:
             if "stable_mosaic.version" in module.operation.attributes else None
         version = int(ir.IntegerAttr(version_attr).value) if version_attr is not None else 0
         try:
-            passmanager.PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(module.operation)
+            # a body without a version is not serialized: XLA's own kernels, written as text
+            if version_attr is not None:
+                passmanager.PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(module.operation)
         except Exception as e:  # noqa: BLE001
             raise KernelError(f"Mosaic serialization version {version} is not readable by this jaxlib's "
                               f"mosaic-serde pass ({str(e).splitlines()[0]})") from None

@@ -21,6 +21,20 @@ Findings of the first sweep (2026-11, 48 programs x CPU/TPU v5e/TPU v6e/H100 x j
 - refused, clearly: TPU approx_min_k's custom-call `PartialReduce` (its TPU binning is not public).
 - not a converter bug: on H100, XLA drops a f32→f8→f32 convert pair (the dump returns its input),
   so f8_casts differs from JAX's CPU result while matching the dump.
+
+Findings of batch 3 (2026-11, 41 programs: linalg, FFT, sort, conv/pool gradients, MoE, selective
+scan, MoE/pipeline/FSDP/collective-matmul/ring-attention shard_maps, cuDNN attention on H100):
+- fixed: `check --against-xla` on jax 0.10 2x4 NamedSharding dumps: XLA's importer drops a mesh's
+  `device_ids=([2,4]T(1,0))` from mesh-axes replica groups, so XLA ran other groups and called a
+  right conversion wrong (converter/runtime/xla_oracle.py writes such groups out first).
+- fixed: TPU v6e SparseCore scatter offload, `call-start()` whose operands come in `call-update`
+  (jnp.unique, bincount); XLA's own ragged-dot metadata `tpu_custom_call`, a Mosaic kernel written
+  as MLIR text; the TPU `Cholesky` custom-call of a complex matrix split into (real, imaginary).
+- not a converter bug: cuDNN flash attention and XLA's CPU attention differ by a bf16 ulp (both
+  within rounding of a float64 reference): its outputs are compared at bf16 tolerance.
+- not a conversion bug: `compare` of the H100 jax 0.10 sm_pipeline_ring against CPU says the dumps
+  differ at a loop's constants (its instruction matching pairs different constants, 7 and 1) while
+  every output agrees.
 """
 
 from __future__ import annotations
@@ -47,6 +61,9 @@ class Program:
     devices: int = 1
     shard: Callable | None = None  # (mesh) -> (in_shardings, out_shardings) for multi-device programs
     tags: list[str] = field(default_factory=list)
+    in_specs: list | None = None  # a shard_map program's input PartitionSpecs (default: one, split over "x")
+    backends: frozenset[str] | None = None  # the backends it is dumped for (default: all)
+    oracle: Callable | None = None  # computes JAX's CPU result when `fn` itself cannot run on CPU
 
 
 def f32(rng, *shape, scale=1.0):
@@ -386,12 +403,12 @@ def programs() -> list[Program]:
     def sm_inputs(r):
         return [f32(r, 8 * 4, 16)]
 
-    def shard_map_prog(inner, out_specs):
+    def shard_map_prog(inner, out_specs, in_specs=(PS("x"),)):
         def sm(mesh):
             if hasattr(jax, "shard_map"):
-                return jax.shard_map(inner, mesh=mesh, in_specs=(PS("x"),), out_specs=out_specs, check_vma=False)
+                return jax.shard_map(inner, mesh=mesh, in_specs=tuple(in_specs), out_specs=out_specs, check_vma=False)
             from jax.experimental.shard_map import shard_map
-            return shard_map(inner, mesh=mesh, in_specs=(PS("x"),), out_specs=out_specs, check_rep=False)
+            return shard_map(inner, mesh=mesh, in_specs=tuple(in_specs), out_specs=out_specs, check_rep=False)
         return sm
 
     def sm_collectives(x):
@@ -421,6 +438,400 @@ def programs() -> list[Program]:
         return y.T @ y, jnp.cumsum(x, axis=0)
     P.append(Program("named_sharding_uneven", uneven, lambda r: [f32(r, 12, 6), f32(r, 6, 8)], devices=8,
                      shard=lambda mesh: ([PS("b", None), PS(None, "a")], None)))
+    # --- batch 3: backend-divergent lowerings (linalg, FFT, sort, conv, collectives) -------------
+    def add3(name, inputs, **kw):
+        def deco(fn):
+            P.append(Program(name, fn, inputs, **kw))
+            return fn
+        return deco
+
+    def spd(r, n, batch=()):
+        a = f32(r, *batch, n, n)
+        return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=np.float32)).astype(np.float32)
+
+    # Eigenvectors and singular vectors are only defined up to sign/phase, and TPU, GPU and CPU
+    # compute them differently: outputs are the sign-free values and reconstructions.
+    @add3("linalg_cholesky_trisolve", lambda r: [spd(r, 6), f32(r, 6, 3), f32(r, 3, 6)])
+    def linalg_cholesky_trisolve(a, b, c):
+        from jax.scipy.linalg import cho_factor, cho_solve
+        l = jnp.linalg.cholesky(a)
+        x1 = lax.linalg.triangular_solve(l, b, left_side=True, lower=True)
+        x2 = lax.linalg.triangular_solve(l, c, left_side=False, lower=True, transpose_a=True)
+        x3 = lax.linalg.triangular_solve(l.T, b, left_side=True, lower=False, unit_diagonal=True)
+        return l, x1, x2, x3, cho_solve(cho_factor(a), b)
+
+    @add3("linalg_batched_inv_det", lambda r: [spd(r, 5, (3,)) + f32(r, 3, 5, 5)])
+    def linalg_batched_inv_det(a):
+        sign, logdet = jnp.linalg.slogdet(a)
+        return jnp.linalg.inv(a), jnp.linalg.det(a), sign, logdet, jnp.linalg.matrix_power(a, 3)
+
+    @add3("linalg_lu_pivots", lambda r: [f32(r, 6, 6), f32(r, 6, 2)])
+    def linalg_lu_pivots(a, b):
+        from jax.scipy.linalg import lu_factor, lu_solve
+        lu, piv, perm = lax.linalg.lu(a)
+        return lu, piv, perm, lu_solve(lu_factor(a), b), lu_solve(lu_factor(a), b, trans=1)
+
+    @add3("linalg_pinv_lstsq", lambda r: [f32(r, 7, 4), f32(r, 7, 2)])
+    def linalg_pinv_lstsq(a, b):
+        x, _, rank, sv = jnp.linalg.lstsq(a, b)
+        return jnp.linalg.pinv(a), x, rank, sv, jnp.linalg.norm(a, 2), jnp.linalg.matrix_rank(a)
+
+    @add3("linalg_decomp_grads", lambda r: [spd(r, 5), f32(r, 5, 4)])
+    def linalg_decomp_grads(s, a):
+        w = jnp.arange(1.0, 6.0)
+        g_eigh = jax.grad(lambda s: jnp.sum(jnp.linalg.eigvalsh(s) * w))(s)
+        g_chol = jax.grad(lambda s: 2 * jnp.sum(jnp.log(jnp.diag(jnp.linalg.cholesky(s)))))(s)
+        g_svd = jax.grad(lambda a: jnp.sum(jnp.linalg.svd(a, compute_uv=False)))(a)
+        q, rr = jnp.linalg.qr(a, mode="complete")
+        u, sv, vt = jnp.linalg.svd(a, full_matrices=False)
+        return g_eigh, g_chol, g_svd, q @ rr, q @ q.T, (u * sv) @ vt, sv
+
+    @add3("linalg_complex_chol_inv", lambda r: [f32(r, 5, 5), f32(r, 5, 5), f32(r, 5, 2), f32(r, 5, 2)])
+    def linalg_complex_chol_inv(re, im, bre, bim):
+        z = lax.complex(re, im)
+        h = z @ jnp.conj(z).T + 5 * jnp.eye(5)
+        l = jnp.linalg.cholesky(h)
+        b = lax.complex(bre, bim)
+        x = lax.linalg.triangular_solve(l, b, left_side=True, lower=True, conjugate_a=True, transpose_a=True)
+        return l, jnp.linalg.inv(z + 3 * jnp.eye(5)), jnp.linalg.det(z), x, jnp.linalg.eigvalsh(h)
+
+    # --- FFT ---------------------------------------------------------------------------------
+    @add3("fft_rfftn_3d", lambda r: [f32(r, 2, 4, 6, 8)])
+    def fft_rfftn_3d(x):
+        f = jnp.fft.rfftn(x, axes=(1, 2, 3))
+        back = jnp.fft.irfftn(f * 0.5, s=(4, 6, 8), axes=(1, 2, 3))
+        g = jnp.fft.fftn(x[0].astype(jnp.complex64))
+        return jnp.abs(f), back, g.real, jnp.fft.ifftn(g).imag
+
+    @add3("fft_axis0_norms", lambda r: [f32(r, 16, 5), f32(r, 16, 5)])
+    def fft_axis0_norms(re, im):
+        z = lax.complex(re, im)
+        a = jnp.fft.fft(z, axis=0, norm="ortho")
+        b = jnp.fft.ifft(a, axis=0, norm="forward")
+        return a, b, jnp.fft.hfft(z[:9], axis=0), jnp.fft.rfft(re, n=20, axis=0), jnp.fft.fftshift(jnp.abs(a), axes=0)
+
+    # --- sort --------------------------------------------------------------------------------
+    @add3("sort_two_keys_three_operands", lambda r: [r.integers(0, 3, (4, 20)).astype(np.int32),
+                                                      np.round(f32(r, 4, 20)).astype(np.float32), f32(r, 4, 20)])
+    def sort_two_keys_three_operands(k1, k2, v):
+        return lax.sort((k1, k2, v), dimension=1, num_keys=2, is_stable=True)
+
+    @add3("sort_descending_nan_bf16", lambda r: [np.where(r.random((6, 17)) < 0.15, np.nan, f32(r, 6, 17)).astype(np.float32),
+                                                 np.round(f32(r, 6, 17) * 2).astype(np.float32)])
+    def sort_descending_nan_bf16(a, t):
+        return (jnp.sort(a, axis=1, descending=True), jnp.argsort(t, axis=1, stable=True, descending=True),
+                jnp.sort(t.astype(jnp.bfloat16), axis=0).astype(jnp.float32), jnp.argsort(a, axis=0, stable=True))
+
+    @add3("unique_counts_inverse", lambda r: [r.integers(0, 7, 24).astype(np.int32)])
+    def unique_counts_inverse(x):
+        u, idx, inv, cnt = jnp.unique(x, return_index=True, return_inverse=True, return_counts=True, size=8,
+                                      fill_value=-1)
+        return u, idx, inv, cnt
+
+    # --- random ------------------------------------------------------------------------------
+    @add3("random_beta_dirichlet_choice", lambda r: [np.array([3, 11], np.uint32), f32(r, 5, 10)])
+    def random_beta_dirichlet_choice(kd, logits):
+        key = jax.random.wrap_key_data(kd, impl="threefry2x32")
+        k = jax.random.split(key, 5)
+        return (jax.random.beta(k[0], 2.0, 3.0, (6,)), jax.random.dirichlet(k[1], jnp.array([1.0, 2.0, 0.5])),
+                jax.random.choice(k[2], 20, (6,), replace=False), jax.random.categorical(k[3], logits, axis=1),
+                jax.random.permutation(k[4], logits, axis=1, independent=True))
+
+    # --- mixture of experts, selective scan ------------------------------------------------
+    @add3("moe_top2_ragged", lambda r: [f32(r, 16, 8), f32(r, 8, 4, scale=0.5), f32(r, 4, 8, 12, scale=0.3)])
+    def moe_top2_ragged(x, wr, we):
+        gates, experts = lax.top_k(jax.nn.softmax(x @ wr), 2)       # [16, 2]
+        flat = experts.reshape(-1)
+        order = jnp.argsort(flat, stable=True)
+        tokens = jnp.repeat(x, 2, axis=0)[order]
+        sizes = jnp.bincount(flat, length=4).astype(jnp.int32)
+        y = lax.ragged_dot(tokens, we, sizes)
+        y = jnp.zeros_like(y).at[order].set(y).reshape(16, 2, 12)
+        return jnp.sum(y * gates[..., None], axis=1), sizes
+
+    @add3("mamba_selective_scan", lambda r: [f32(r, 32, 4), -np.abs(f32(r, 4, 6)) - 0.1, f32(r, 32, 6),
+                                             f32(r, 32, 6), f32(r, 4)])
+    def mamba_selective_scan(x, a, b, c, dt_bias):
+        delta = jax.nn.softplus(x + dt_bias)                          # [L, D]
+        da = jnp.exp(delta[:, :, None] * a[None])                      # [L, D, N]
+        dbx = delta[:, :, None] * b[:, None, :] * x[:, :, None]
+        def comb(l, r):
+            return r[0] * l[0], r[0] * l[1] + r[1]
+        _, h = lax.associative_scan(comb, (da, dbx), axis=0)
+        return jnp.einsum("ldn,ln->ld", h, c), h[-1]
+
+    # --- scans and loops ---------------------------------------------------------------------
+    @add3("switch_in_scan", lambda r: [f32(r, 6), r.integers(-1, 7, 10).astype(np.int32), f32(r, 10, 6)])
+    def switch_in_scan(h, idx, xs):
+        branches = [lambda h, x: h + x, lambda h, x: h * x, lambda h, x: jnp.sin(h) - x,
+                    lambda h, x: jnp.maximum(h, x), lambda h, x: jnp.roll(h, 1) * 0.5 + x]
+        def body(h, ix):
+            i, x = ix
+            h = lax.switch(i, branches, h, x)   # out-of-range indices clamp
+            return h, jnp.sum(h)
+        return lax.scan(body, h, (idx, xs))
+
+    @add3("while_until_converged_nested_scan", lambda r: [f32(r, 4, 4, scale=0.3), f32(r, 4)])
+    def while_until_converged_nested_scan(m, v):
+        def inner(c, _):
+            return jnp.tanh(m @ c) + 0.5 * c, None
+        def cond(s):
+            i, x, prev = s
+            return (i < 50) & (jnp.max(jnp.abs(x - prev)) > 1e-3)
+        def body(s):
+            i, x, _ = s
+            y, _ = lax.scan(inner, x, None, length=3)
+            return i + 1, y * 0.5, x
+        i, x, _ = lax.while_loop(cond, body, (jnp.int32(0), v, v + 1.0))
+        return i, x
+
+    @add3("cumulative_reverse_mixed", lambda r: [f32(r, 24, 6)])
+    def cumulative_reverse_mixed(x):
+        return (lax.cumlogsumexp(x, axis=0, reverse=True), lax.cummin(x, axis=1, reverse=True),
+                jnp.cumsum(x.astype(jnp.bfloat16), axis=0).astype(jnp.float32), lax.cumprod(1 + 0.1 * x, axis=0))
+
+    # --- convolutions and pooling --------------------------------------------------------------
+    @add3("conv_1d_3d", lambda r: [f32(r, 2, 20, 4), f32(r, 3, 4, 6, scale=0.3), f32(r, 1, 3, 6, 6, 6),
+                                   f32(r, 4, 3, 2, 3, 3, scale=0.3)])
+    def conv_1d_3d(x1, w1, x3, w3):
+        y1 = lax.conv_general_dilated(x1, w1, (2,), [(2, 1)], rhs_dilation=(2,), dimension_numbers=("NWC", "WIO", "NWC"))
+        y3 = lax.conv_general_dilated(x3, w3, (1, 2, 1), "SAME", dimension_numbers=("NCDHW", "OIDHW", "NCDHW"))
+        return y1, y3
+
+    @add3("conv_grouped_grads", lambda r: [f32(r, 2, 8, 8, 8), f32(r, 3, 3, 2, 8, scale=0.3)])
+    def conv_grouped_grads(x, w):
+        def f(x, w):
+            y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                         feature_group_count=4)
+            return jnp.sum(jnp.tanh(y) ** 2)
+        return jax.grad(f, argnums=(0, 1))(x, w)
+
+    @add3("conv_batch_group_count", lambda r: [f32(r, 4, 6, 6, 3), f32(r, 3, 3, 3, 6, scale=0.3)])
+    def conv_batch_group_count(x, w):
+        return lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                        batch_group_count=2)
+
+    @add3("conv_transpose_nchw_dilated", lambda r: [f32(r, 2, 4, 5, 5), f32(r, 4, 6, 3, 3, scale=0.3)])
+    def conv_transpose_nchw_dilated(x, w):
+        a = lax.conv_transpose(x, w, (2, 2), [(1, 2), (0, 1)], rhs_dilation=(2, 1),
+                               dimension_numbers=("NCHW", "OIHW", "NCHW"), transpose_kernel=True)
+        b = lax.conv_general_dilated(x, w[:, :, ::-1, ::-1], (1, 1), [(2, 2), (2, 2)],
+                                     lhs_dilation=(3, 2), dimension_numbers=("NCHW", "IOHW", "NCHW"))
+        return a, b
+
+    @add3("pool_padded_grads", lambda r: [f32(r, 2, 7, 7, 3)])
+    def pool_padded_grads(x):
+        def maxpool(x):
+            return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        def avgpool(x):   # count_include_pad=False: divide by the window's in-bounds size
+            pad = ((0, 0), (1, 1), (1, 1), (0, 0))
+            s = lax.reduce_window(x, 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), pad)
+            n = lax.reduce_window(jnp.ones_like(x), 0.0, lax.add, (1, 3, 3, 1), (1, 2, 2, 1), pad)
+            return s / n
+        gm = jax.grad(lambda x: jnp.sum(maxpool(x) ** 2))(x)
+        ga = jax.grad(lambda x: jnp.sum(jnp.sin(avgpool(x))))(x)
+        return maxpool(x), avgpool(x), gm, ga
+
+    # --- autodiff and training steps ------------------------------------------------------------
+    @add3("checkpoint_policy_dots", lambda r: [f32(r, 8, 16), f32(r, 16, 16, scale=0.3), f32(r, 16, 16, scale=0.3)])
+    def checkpoint_policy_dots(x, w1, w2):
+        policy = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+        @jax.checkpoint
+        def inner(h, w):
+            return jnp.sin(h @ w)
+        def f(w1, w2):
+            g = jax.checkpoint(lambda h: jax.nn.gelu(inner(h, w1) @ w2), policy=policy)
+            return jnp.sum(g(x) ** 2)
+        return jax.value_and_grad(f, argnums=(0, 1))(w1, w2)
+
+    @add3("custom_vjp_clip", lambda r: [f32(r, 12, 4, scale=3.0), f32(r, 4, 4)])
+    def custom_vjp_clip(x, w):
+        @jax.custom_vjp
+        def clip_grad(x):
+            return x
+        clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.5, 0.5),))
+        @jax.custom_vjp
+        def safe_log(x):
+            return jnp.log(x)
+        safe_log.defvjp(lambda x: (jnp.log(x), x), lambda x, g: (g / jnp.maximum(x, 1e-3),))
+        f = lambda x, w: jnp.sum(safe_log(jnp.abs(clip_grad(x @ w)) + 1e-4))
+        return jax.grad(f, argnums=(0, 1))(x, w)
+
+    @add3("f16_loss_scaling_step", lambda r: [f32(r, 8, 16), f32(r, 16, 4, scale=0.3), f32(r, 8, 4), np.float32(1024.0)])
+    def f16_loss_scaling_step(x, w, y, scale):
+        def loss(w16):
+            p = jnp.dot(x.astype(jnp.float16), w16, preferred_element_type=jnp.float32)
+            return jnp.mean((p - y) ** 2) * scale
+        g = jax.grad(loss)(w.astype(jnp.float16)).astype(jnp.float32) / scale
+        finite = jnp.all(jnp.isfinite(g))
+        new_w = jnp.where(finite, w - 0.1 * g, w)
+        new_scale = jnp.where(finite, scale * 2.0, scale * 0.5)
+        return new_w, new_scale, finite
+
+    @add3("int8_weight_only_bf16", lambda r: [f32(r, 8, 32), r.integers(-127, 128, (32, 16)).astype(np.int8),
+                                              np.abs(f32(r, 16)) * 0.02])
+    def int8_weight_only_bf16(x, wq, scale):
+        w = wq.astype(jnp.bfloat16)
+        y = lax.dot_general(x.astype(jnp.bfloat16), w, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        return y * scale, jnp.dot(x, wq.astype(jnp.float32) * scale)
+
+    @add3("dot_general_odd_batch", lambda r: [f32(r, 3, 4, 5, 6), f32(r, 6, 5, 7, 3), f32(r, 4, 2, 3), f32(r, 3, 4, 5)])
+    def dot_general_odd_batch(a, b, c, d):
+        # batch dims not leading: a's (2, 0) with b's (1, 3), contracting a's 3 with b's 0
+        x = lax.dot_general(a, b, (((3,), (0,)), ((2, 0), (1, 3))))
+        y = lax.dot_general(c, d, (((2,), (0,)), ((0,), (1,))))    # batch 4 in the middle of d
+        return x, y
+
+    @add3("einsum_many_operands", lambda r: [f32(r, 4, 5), f32(r, 5, 6), f32(r, 6, 3), f32(r, 3, 4),
+                                             f32(r, 2, 4, 5), f32(r, 2, 5, 3), f32(r, 3, 2)])
+    def einsum_many_operands(a, b, c, d, e, f, g):
+        return (jnp.einsum("ab,bc,cd,de->ae", a, b, c, d, optimize="greedy"),
+                jnp.einsum("bij,bjk,kb->bi", e, f, g), jnp.einsum("ii->i", a[:, :4] @ d.T @ c.T[:, :4]))
+
+    @add3("segment_min_prod", lambda r: [f32(r, 30, 3), r.integers(0, 7, 30).astype(np.int32)])
+    def segment_min_prod(x, ids):
+        return (jax.ops.segment_min(x, ids, 8), jax.ops.segment_prod(1 + 0.1 * x, ids, 8),
+                jax.ops.segment_max(x.astype(jnp.int32), ids, 8), jax.ops.segment_sum(x, ids, 3, mode="drop"))
+
+    # --- elementwise: special functions and bits ---------------------------------------------------
+    @add3("special_functions", lambda r: [np.abs(f32(r, 24)) + 0.1, np.clip(f32(r, 24) * 0.4, -0.95, 0.95)])
+    def special_functions(p, u):
+        from jax import scipy as jsp
+        return (lax.erf_inv(u), lax.lgamma(p), lax.digamma(p), lax.bessel_i0e(u * 5), lax.bessel_i1e(u * 5),
+                lax.igamma(p, p * 1.3), lax.igammac(p, 0.7 * p), lax.nextafter(u, jnp.ones_like(u) * 2),
+                jsp.special.betainc(p, p + 1, jnp.abs(u)), jsp.special.erfc(u * 3), lax.polygamma(1.0, p))
+
+    @add3("bits_unsigned_widths", lambda r: [f32(r, 6, 4), r.integers(0, 2**32, (6, 4), dtype=np.uint64).astype(np.uint32),
+                                             r.integers(0, 40, (6, 4)).astype(np.uint32),
+                                             r.integers(-128, 128, (6, 4)).astype(np.int8)])
+    def bits_unsigned_widths(x, u, s, i8):
+        halves = lax.bitcast_convert_type(x, jnp.uint16)                       # f32[6,4] -> u16[6,4,2]
+        bytes_ = lax.bitcast_convert_type(u, jnp.uint8)                         # u32 -> u8[...,4]
+        back = lax.bitcast_convert_type(bytes_[..., ::-1], jnp.uint32)          # byte swap
+        return (halves, back, lax.population_count(u), lax.clz(u.astype(jnp.uint8)),
+                lax.shift_right_logical(u, s), lax.shift_left(u.astype(jnp.uint16), s.astype(jnp.uint16)),
+                lax.shift_right_arithmetic(i8, (s % 10).astype(jnp.int8)), lax.shift_right_logical(i8, jnp.int8(3)))
+
+    # --- attention -----------------------------------------------------------------------------
+    @add3("dot_product_attention_bias_mask", lambda r: [f32(r, 2, 8, 4, 16), f32(r, 2, 8, 2, 16), f32(r, 2, 8, 2, 16),
+                                                        f32(r, 1, 4, 8, 8), r.random((2, 1, 8, 8)) < 0.8])
+    def dot_product_attention_bias_mask(q, k, v, bias, mask):
+        a = jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask | jnp.eye(8, dtype=bool))
+        b = jax.nn.dot_product_attention(q.astype(jnp.bfloat16), k.astype(jnp.bfloat16), v.astype(jnp.bfloat16),
+                                         is_causal=True, scale=0.3)
+        return a, b.astype(jnp.float32)
+
+    def cudnn_attention(impl):
+        def fn(q, k, v):
+            q, k, v = (a.astype(jnp.bfloat16) for a in (q, k, v))
+            o = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+            g = jax.grad(lambda q: jnp.sum(jax.nn.dot_product_attention(q, k, v, implementation=impl)
+                                           .astype(jnp.float32) ** 2))(q)
+            return o, g   # bf16: cuDNN and XLA's CPU softmax round differently (a bf16 ulp)
+        return fn
+    P.append(Program("dot_product_attention_cudnn", cudnn_attention("cudnn"),
+                     lambda r: [f32(r, 2, 128, 4, 64), f32(r, 2, 128, 4, 64), f32(r, 2, 128, 4, 64)],
+                     backends=frozenset({"gpu"}), oracle=cudnn_attention("xla")))
+
+    # --- multi-device: parallelism patterns in shard_map ----------------------------------------
+    def ring(n=8):
+        return [(i, (i + 1) % n) for i in range(n)]
+
+    def sm_moe_all_to_all(x, w):
+        # 4 tokens per device, expert e = token % 8 on device e: dispatch, expert MLP, combine
+        e = lax.axis_index("x")
+        buckets = jnp.broadcast_to(x[None], (8,) + x.shape)                   # [8 dest, 4, 16]
+        got = lax.all_to_all(buckets, "x", 0, 0)                              # from each source
+        y = jnp.tanh(got @ w[0]) * (e + 1).astype(jnp.float32)
+        back = lax.all_to_all(y, "x", 0, 0)
+        return back.sum(0)
+    P.append(Program("sm_moe_all_to_all", sm_moe_all_to_all, lambda r: [f32(r, 32, 16), f32(r, 8, 16, 16, scale=0.3)],
+                     devices=8, in_specs=[PS("x"), PS("x")],
+                     shard=shard_map_prog(sm_moe_all_to_all, PS("x"), (PS("x"), PS("x")))))
+
+    def sm_pipeline_ring(x, w):
+        # GPipe-like: microbatches flow around the 8 stages; stage i holds w[i]
+        def step(i, carry):
+            h, outs = carry
+            h = jnp.tanh(h @ w[0])
+            outs = outs + jnp.where(lax.axis_index("x") == 7, h, 0.0)
+            return lax.ppermute(h, "x", ring()), outs
+        h, outs = lax.fori_loop(0, 8, step, (x, jnp.zeros_like(x)))
+        return h, outs
+    P.append(Program("sm_pipeline_ring", sm_pipeline_ring, lambda r: [f32(r, 32, 16), f32(r, 8, 16, 16, scale=0.4)],
+                     devices=8, in_specs=[PS("x"), PS("x")],
+                     shard=shard_map_prog(sm_pipeline_ring, (PS("x"), PS("x")), (PS("x"), PS("x")))))
+
+    def sm_fsdp_grad(x, w):
+        # w is sharded by rows: all-gather for the forward, reduce-scatter the gradient
+        def loss(w_shard):
+            wf = lax.all_gather(w_shard, "x", tiled=True)
+            return jnp.sum(jnp.tanh(x @ wf) ** 2)
+        l, g = jax.value_and_grad(loss)(w)
+        return lax.psum(l, "x")[None], g
+    P.append(Program("sm_fsdp_grad", sm_fsdp_grad, lambda r: [f32(r, 32, 16), f32(r, 16, 8, scale=0.3)],
+                     devices=8, in_specs=[PS("x"), PS("x")],
+                     shard=shard_map_prog(sm_fsdp_grad, (PS(), PS("x")), (PS("x"), PS("x")))))
+
+    def sm_collective_matmul(x, w):
+        # all-gather(x) @ w overlapped: each step multiplies the chunk it holds, then passes it on
+        idx = lax.axis_index("x")
+        def step(i, carry):
+            chunk, out = carry
+            src = (idx - i) % 8
+            out = lax.dynamic_update_slice(out, chunk @ w, (src * 4, 0))
+            return lax.ppermute(chunk, "x", ring()), out
+        _, out = lax.fori_loop(0, 8, step, (x, jnp.zeros((32, w.shape[1]), x.dtype)))
+        return out
+    P.append(Program("sm_collective_matmul", sm_collective_matmul, lambda r: [f32(r, 32, 16), f32(r, 16, 64, scale=0.3)],
+                     devices=8, in_specs=[PS("x"), PS(None, "x")],
+                     shard=shard_map_prog(sm_collective_matmul, PS(None, "x"), (PS("x"), PS(None, "x")))))
+
+    def sm_ring_attention(q, k, v):
+        # online softmax over the key/value blocks passed around the ring
+        def step(i, carry):
+            k, v, m, l, o = carry
+            s = q @ k.T / 4.0
+            m2 = jnp.maximum(m, s.max(-1))
+            p = jnp.exp(s - m2[:, None])
+            corr = jnp.exp(m - m2)
+            l = l * corr + p.sum(-1)
+            o = o * corr[:, None] + p @ v
+            return lax.ppermute(k, "x", ring()), lax.ppermute(v, "x", ring()), m2, l, o
+        n = q.shape[0]
+        init = (k, v, jnp.full((n,), -jnp.inf), jnp.zeros((n,)), jnp.zeros_like(q))
+        _, _, m, l, o = lax.fori_loop(0, 8, step, init)
+        return o / l[:, None]
+    P.append(Program("sm_ring_attention", sm_ring_attention, lambda r: [f32(r, 32, 16), f32(r, 32, 16), f32(r, 32, 16)],
+                     devices=8, in_specs=[PS("x"), PS("x"), PS("x")],
+                     shard=shard_map_prog(sm_ring_attention, PS("x"), (PS("x"), PS("x"), PS("x")))))
+
+    def sm_collectives_more(x):
+        i = lax.axis_index("x")
+        return (lax.pmin(x, "x"), lax.pmean(x * i, "x"), lax.all_gather(x, "x", axis=1),
+                lax.psum_scatter(x.reshape(8, 8), "x", scatter_dimension=0),
+                lax.all_to_all(x, "x", 1, 1, tiled=True), lax.psum((x > 0).astype(jnp.int32), "x"),
+                lax.ppermute(x, "x", [(0, 7), (7, 0), (3, 4)]))
+    P.append(Program("sm_collectives_more", sm_collectives_more, lambda r: [f32(r, 32, 16)], devices=8,
+                     shard=shard_map_prog(sm_collectives_more, (PS(), PS(), PS("x"), PS("x"), PS("x"), PS(), PS("x")))))
+
+    def named_fsdp_train(x, y, w1, w2):
+        def loss(w1, w2):
+            return jnp.mean((jax.nn.gelu(x @ w1) @ w2 - y) ** 2)
+        l, (g1, g2) = jax.value_and_grad(loss, argnums=(0, 1))(w1, w2)
+        return l, w1 - 0.1 * g1, w2 - 0.1 * g2
+    P.append(Program("named_sharding_fsdp_train", named_fsdp_train,
+                     lambda r: [f32(r, 16, 32), f32(r, 16, 8), f32(r, 32, 64, scale=0.2), f32(r, 64, 8, scale=0.2)],
+                     devices=8, shard=lambda mesh: ([PS(("a", "b"), None), PS(("a", "b"), None), PS("b", "a"),
+                                                     PS("a", None)], None)))
+
+    def named_conv_sort(x, w, s):
+        y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return y, jnp.sort(s, axis=0), jnp.argmax(s, axis=0), jnp.fft.rfft(s, axis=1)
+    P.append(Program("named_sharding_conv_sort_fft", named_conv_sort,
+                     lambda r: [f32(r, 4, 6, 6, 8), f32(r, 3, 3, 8, 8, scale=0.3), f32(r, 8, 16)], devices=8,
+                     shard=lambda mesh: ([PS("a", None, None, "b"), PS(None, None, None, "b"), PS("b", "a")], None)))
+
     return P
 
 
@@ -457,7 +868,7 @@ def compile_text(program: Program, devices: list, args: list) -> str:
             in_specs, _ = made
             fn = jax.jit(program.fn)
         else:
-            in_specs, fn = [jax.sharding.PartitionSpec("x")], jax.jit(made)
+            in_specs, fn = program.in_specs or [jax.sharding.PartitionSpec("x")], jax.jit(made)
         specs = [jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype, sharding=NamedSharding(mesh, s))
                  for a, s in zip(args, in_specs)]
     if program.devices == 1:
@@ -489,6 +900,8 @@ def main() -> None:
     for program in programs():
         if only and program.name not in only:
             continue
+        if program.backends is not None and args.backend not in program.backends:
+            continue
         rng = np.random.default_rng(0)
         inputs = program.inputs(rng)
         try:
@@ -501,7 +914,7 @@ def main() -> None:
         (out / f"{program.name}.hlo").write_text(text)
         if program.devices == 1:
             with jax.default_device(jax.devices("cpu")[0]):
-                result = jax.tree_util.tree_leaves(jax.jit(program.fn)(*inputs))
+                result = jax.tree_util.tree_leaves(jax.jit(program.oracle or program.fn)(*inputs))
             np.savez(out / f"{program.name}.in.npz", **{f"arg{i}": np.asarray(a) for i, a in enumerate(inputs)})
             np.savez(out / f"{program.name}.expected.npz", **{f"out{i}": np.asarray(a) for i, a in enumerate(result)})
         print(f"{program.name}: ok")

@@ -4,7 +4,10 @@ folders made by tests/sweep/generate.py, in this process, and tabulate the outco
     PYTHONPATH=$PWD PYTHON -m tests.sweep.run_sweep /tmp/breadth-sweep/cpu-010 ... > table.txt
 
 Outcome per dump: ok, mismatch (run's outputs differ from JAX's result beyond the dtype's
-tolerance), refused (exit 1 with a located error), crash (a traceback), xla-mismatch (check).
+tolerance), refused (exit 1 with a located error), crash (a traceback), xla-mismatch (check),
+cpu-mismatch (a multi-device TPU/GPU dump whose `compare` against the CPU dump of the same
+program and jax version, a folder `cpu-SUFFIX` among the arguments, exits other than 0;
+`ref:cpu-SUFFIX` names it for the comparisons alone).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ def compare(got: pathlib.Path, want: pathlib.Path) -> str | None:
         return f"{len(g.files)} outputs, expected {len(w.files)}"
     for k in w.files:
         a, b = np.asarray(g[k]), np.asarray(w[k])
+        if b.dtype == np.dtype("V2"):  # np.savez writes bfloat16 as two raw bytes
+            import ml_dtypes
+
+            a, b = a.view(ml_dtypes.bfloat16), b.view(ml_dtypes.bfloat16)
         if a.shape != b.shape:
             return f"{k}: shape {a.shape} vs {b.shape}"
         if b.dtype.kind in "fc" or b.dtype.name.startswith(("float8", "bfloat")):
@@ -64,7 +71,7 @@ def compare(got: pathlib.Path, want: pathlib.Path) -> str | None:
     return None
 
 
-def sweep(folder: pathlib.Path, tmp: pathlib.Path) -> list[tuple[str, str, str]]:
+def sweep(folder: pathlib.Path, tmp: pathlib.Path, cpu: pathlib.Path | None = None) -> list[tuple[str, str, str]]:
     rows = []
     for dump in sorted(folder.glob("*.hlo")):
         name = dump.stem
@@ -88,6 +95,12 @@ def sweep(folder: pathlib.Path, tmp: pathlib.Path) -> list[tuple[str, str, str]]
             if rc != 0:
                 rows.append((name, "xla-mismatch" if rc != 99 else "crash", last_error(text)))
                 continue
+        elif not expected.exists() and cpu is not None and (cpu / dump.name).exists():
+            rc, text = cli(["compare", str(cpu / dump.name), str(dump)])
+            if rc != 0:
+                rows.append((name, "cpu-mismatch" if rc in (3, 4) else "crash" if rc == 99 else f"compare-rc{rc}",
+                             last_error(text)))
+                continue
         rows.append((name, "ok", ""))
     return rows
 
@@ -97,9 +110,12 @@ def main() -> None:
 
     jax.config.update("jax_num_cpu_devices", 8)  # as the CLI's own process would for 8-device dumps
     with tempfile.TemporaryDirectory() as t:
-        for f in sys.argv[1:]:
-            folder = pathlib.Path(f)
-            rows = sweep(folder, pathlib.Path(t))
+        # `ref:DIR`: a CPU folder only compared against, not swept itself
+        folders = [pathlib.Path(f.removeprefix("ref:")) for f in sys.argv[1:]]
+        for folder in [pathlib.Path(f) for f in sys.argv[1:] if not f.startswith("ref:")]:
+            suffix = folder.name.rsplit("-", 1)[-1]
+            cpu = next((f for f in folders if f.name == f"cpu-{suffix}"), None)
+            rows = sweep(folder, pathlib.Path(t), cpu)
             for name, status, why in rows:
                 print(f"{folder.name}\t{name}\t{status}\t{why}", flush=True)
 

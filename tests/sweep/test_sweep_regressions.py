@@ -72,3 +72,162 @@ def test_tpu_spmd_bitcast_of_padded_tiles_matches_numpy():
     for i in range(8):
         np.testing.assert_allclose(got[0][i], gram, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got[1][i], running[3 * (i % 4): 3 * (i % 4) + 3], rtol=1e-5, atol=1e-5)
+
+
+def test_xla_oracle_keeps_listed_mesh_devices_matches_numpy():
+    """CPU, jax 0.10.2, 2x4 mesh: the sort along a dimension sharded over "b" and the rfft
+    along one over "a" all-gather with `replica_groups=mesh['axis_0'=4,'axis_1'=2],
+    device_ids=([2,4]T(1,0)) {...}`.  XLA's importer drops the device ids from the sdy.mesh
+    it writes, so `check --against-xla` ran other groups and called the (right) conversion
+    wrong.  Oracle: NumPy on the whole arrays (tests/sweep/generate.py
+    named_sharding_conv_sort_fft); the conversion and XLA must both match it."""
+    from converter.runtime.program import load
+    from converter.runtime.xla_oracle import run_dump_with_xla
+
+    path = DUMPS / "cpu_jax010_named_sharding_conv_sort_fft.hlo"
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6, 6, 8)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 8, 8)).astype(np.float32)
+    s = rng.standard_normal((8, 16)).astype(np.float32)
+    # device d = (a, b) = (d // 4, d % 4): x's batch over "a" and channels over "b", w's
+    # output channels over "b", s's rows over "b" and columns over "a"
+    xs = np.stack([x[2 * (d // 4): 2 * (d // 4) + 2, ..., 2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    ws = np.stack([w[..., 2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    ss = np.stack([s[2 * (d % 4): 2 * (d % 4) + 2, 8 * (d // 4): 8 * (d // 4) + 8] for d in range(8)])
+    ordered = np.sort(s, axis=0)
+    spectrum = np.fft.rfft(s.astype(np.float64), axis=1)
+    sorted_shards = np.stack([ordered[2 * (d % 4): 2 * (d % 4) + 2, 8 * (d // 4): 8 * (d // 4) + 8] for d in range(8)])
+    spectrum_shards = np.stack([spectrum[2 * (d % 4): 2 * (d % 4) + 2] for d in range(8)])
+    for got in (load(str(path))(xs, ws, ss), run_dump_with_xla(path.read_text(), [xs, ws, ss]).outputs):
+        np.testing.assert_array_equal(got[1], sorted_shards)
+        np.testing.assert_array_equal(got[2], np.stack([np.argmax(s, axis=0)[8 * (d // 4): 8 * (d // 4) + 8]
+                                                        for d in range(8)]))
+        # f32 FFT of 16 points: a few ulps of the largest term
+        np.testing.assert_allclose(got[3], spectrum_shards, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=4, deadline=None)
+@given(axes=st.sampled_from([(("a", 4), ("b", 2)), (("a", 2), ("b", 4)), (("a", 2), ("b", 2), ("c", 2))]),
+       data=st.data())
+def test_xla_oracle_all_gather_over_listed_mesh_devices_matches_numpy(axes, data):
+    """all-gather over mesh-axes groups of any mesh whose devices are a transposed iota:
+    `run_dump_with_xla` (what `check --against-xla` runs) gathers in the groups NumPy
+    computes from the mesh: devices equal on the other axes, in the listed axes' order."""
+
+    from converter.runtime.xla_oracle import run_dump_with_xla
+
+    sizes = [n for _, n in axes]
+    reshape = data.draw(st.sampled_from([sizes, [2, 4], [4, 2], [2, 2, 2]]))
+    perm = data.draw(st.permutations(range(len(reshape))))
+    grouped = data.draw(st.sampled_from([[a] for a, _ in axes] + [[a for a, _ in axes[:2]][::-1]]))
+    devices = np.arange(8).reshape(reshape).transpose(perm).reshape(sizes)
+    names = [a for a, _ in axes]
+    order = [names.index(a) for a in names if a not in grouped] + [names.index(a) for a in grouped]
+    groups = np.transpose(devices, order).reshape(-1, int(np.prod([sizes[names.index(a)] for a in grouped])))
+    n = groups.shape[1]
+    mesh = "mesh[" + ",".join(f"'{a}'={k}" for a, k in axes) + "]"
+    ids = f"device_ids=([{','.join(map(str, reshape))}]T({','.join(map(str, perm))}))"
+    refs = "{" + ",".join(f"'{a}'" for a in grouped) + "}"
+    text = f"""HloModule gather_listed_mesh, num_partitions=8
+
+ENTRY %main (p: f32[2]) -> f32[{2 * n}] {{
+  %p = f32[2]{{0}} parameter(0)
+  ROOT %ag = f32[{2 * n}]{{0}} all-gather(%p), channel_id=1, replica_groups={mesh}, {ids} {refs}, dimensions={{0}}, use_global_device_ids=true
+}}
+"""
+    shards = np.arange(16, dtype=np.float32).reshape(8, 2)
+    got = run_dump_with_xla(text, [shards]).outputs[0]
+    for group in groups:
+        for d in group:
+            np.testing.assert_array_equal(got[d], np.concatenate([shards[m] for m in group]), err_msg=f"device {d}")
+
+
+def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax():
+    """TPU v6e, jax 0.12: top-2 MoE routing (tests/sweep/generate.py moe_top2_ragged).  The
+    bincount is a SparseCore scatter offload, `call-start()` with no operands whose
+    operands come in its `call-update`; the ragged dot's group metadata is XLA's own
+    `tpu_custom_call` kernel written as MLIR text (func/memref/scf), not Mosaic bytecode.
+    Oracle: JAX's own CPU result for the program at "highest" matmul precision (f32
+    rounding of 8-term dots: 1e-5)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    from converter.runtime.program import load
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    wr = (rng.standard_normal((8, 4)) * 0.5).astype(np.float32)
+    we = (rng.standard_normal((4, 8, 12)) * 0.3).astype(np.float32)
+
+    def moe(x, wr, we):
+        gates, experts = lax.top_k(jax.nn.softmax(x @ wr), 2)
+        flat = experts.reshape(-1)
+        order = jnp.argsort(flat, stable=True)
+        sizes = jnp.bincount(flat, length=4).astype(jnp.int32)
+        y = lax.ragged_dot(jnp.repeat(x, 2, axis=0)[order], we, sizes)
+        y = jnp.zeros_like(y).at[order].set(y).reshape(16, 2, 12)
+        return jnp.sum(y * gates[..., None], axis=1), sizes
+
+    with jax.default_matmul_precision("highest"):
+        want = [np.asarray(a) for a in jax.jit(moe)(x, wr, we)]
+    got = load(str(DUMPS / "tpu_v6e_jax012_moe_top2_ragged.hlo"))(x, wr, we)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 40), length=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_call_start_with_operands_in_its_update_matches_numpy(n, length, seed):
+    """The SparseCore offload form for any sizes: `call-start()` starts a call of a
+    computation taking two parameters, `call-update` hands them over, `call-done` takes
+    the result (here a scatter-add of ones: a bincount).  Oracle: NumPy's bincount."""
+    text = f"""HloModule sparsecore_late_operands
+
+%add (a: s32[], b: s32[]) -> s32[] {{
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %sum = s32[] add(%a, %b)
+}}
+
+%offloaded (zeros: s32[{length}], ids: s32[{n}]) -> s32[{length}] {{
+  %zeros = s32[{length}]{{0}} parameter(0)
+  %ids = s32[{n}]{{0}} parameter(1)
+  %ones = s32[{n}]{{0}} broadcast(s32[] constant(1)), dimensions={{}}
+  ROOT %counts = s32[{length}]{{0}} scatter(%zeros, %ids, %ones), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
+}}, execution_thread="sparsecore"
+
+ENTRY %main (ids: s32[{n}]) -> s32[{length}] {{
+  %ids = s32[{n}]{{0}} parameter(0)
+  %start = ((), (), (s32[1]{{0}})) call-start(), async_execution_thread="sparsecore", to_apply=%offloaded
+  %zeros = s32[{length}]{{0}} broadcast(s32[] constant(0)), dimensions={{}}
+  %update = ((s32[{length}]{{0}}, s32[{n}]{{0}}), s32[{length}]{{0}}) call-update(%start, %zeros, %ids)
+  ROOT %done = s32[{length}]{{0}} call-done(%update)
+}}
+"""
+    ids = np.random.default_rng(seed).integers(0, length, n).astype(np.int32)
+    np.testing.assert_array_equal(run_ours(text, [ids])[0], np.bincount(ids, minlength=length))
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 9), seed=st.integers(0, 2**31 - 1))
+def test_tpu_cholesky_of_split_complex_matches_numpy(n, seed):
+    """TPU v6e, jax 0.12 (tests/sweep/generate.py linalg_complex_chol_inv): the TPU keeps a
+    complex matrix as (real, imaginary) f32 arrays, and its `Cholesky` custom-call takes
+    and returns those pairs.  Oracle: NumPy's complex Cholesky of a Hermitian positive
+    definite matrix (the factor's lower triangle; XLA leaves the rest unspecified), f32
+    rounding of n-term sums relative to the diagonal shift."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal((n, n)) + 1j * rng.standard_normal((n, n))
+    h = (z @ z.conj().T + n * np.eye(n)).astype(np.complex64)
+    text = f"""HloModule tpu_cholesky_split_complex
+
+ENTRY %main (re: f32[{n},{n}], im: f32[{n},{n}]) -> (f32[{n},{n}], f32[{n},{n}]) {{
+  %re = f32[{n},{n}]{{1,0}} parameter(0)
+  %im = f32[{n},{n}]{{1,0}} parameter(1)
+  ROOT %factor = (f32[{n},{n}]{{1,0}}, f32[{n},{n}]{{1,0}}) custom-call(%re, %im), custom_call_target="Cholesky"
+}}
+"""
+    re_, im_ = run_ours(text, [h.real.copy(), h.imag.copy()])
+    want = np.linalg.cholesky(h.astype(np.complex128))
+    np.testing.assert_allclose(np.tril(re_ + 1j * im_), want, rtol=1e-4, atol=1e-4 * np.sqrt(n))

@@ -4,13 +4,14 @@
 the start's value is the operands' leaves, the wrapped computation's results and zeros
 for the context; `async-update` forwards it; `async-done` takes the result element.
 The sugar `<opcode>-start` / `-update` / `-done` that XLA prints for a single wrapped
-instruction works the same way for any opcode that has an import rule.
+instruction works the same way for any opcode that has an import rule; a `call-start()`
+whose operands come in its `call-update` (TPU SparseCore offloads) calls at the update.
 """
 
 from __future__ import annotations
 
 from converter.mlir import builders
-from converter.importer.core import flat_leaves
+from converter.importer.core import RuleContext, flat_leaves
 from converter.importer.registry import RULES, import_rule, rule_factory
 
 
@@ -55,16 +56,40 @@ def async_sugar_rule(opcode: str):
     return None
 
 
+def _operands_come_later(ctx, operands) -> bool:
+    """A `call-start()` that passes its computation fewer operands than it takes, with an
+    empty result: TPU SparseCore offloads (v6e's scatter) start the call early and hand
+    it its operands in the `call-update` (shape ((operands), result))."""
+    called = ctx.attrs.get("to_apply")
+    return (isinstance(called, str) and not ctx.shape.tuple_shapes[1].leaf_count()
+            and len(operands) < len(ctx.computation(called).parameters))
+
+
 def _async_sugar_rule(base: str, suffix: str):
-    if suffix == "-update":
-        return import_async_update
     if suffix == "-done":
         return import_async_done
 
-    def import_sugared_start(ctx, *operands):
-        _check_start_shape(ctx)
+    def run_wrapped(ctx, operands):
         out = RULES[base](ctx.with_shape(ctx.shape.tuple_shapes[1]), *operands)
         results = [out] if not isinstance(out, (list, tuple)) else list(out)
         return flat_leaves(operands) + results + context_zeros(ctx)
+
+    if suffix == "-update":
+        def import_sugared_update(ctx, start, *late_operands):
+            if not late_operands:
+                return start
+            _check_start_shape(ctx)
+            start_ctx = RuleContext(ctx.module_importer, ctx.computation_importer, ctx.operand_instruction(0),
+                                    ctx.shape)
+            if not _operands_come_later(start_ctx.with_shape(ctx.operand_shape(0)), start_ctx.instr.operands):
+                raise ctx.error(f"'{ctx.opcode}' passes operands to a start that already has its own")
+            return run_wrapped(start_ctx, late_operands)
+        return import_sugared_update
+
+    def import_sugared_start(ctx, *operands):
+        _check_start_shape(ctx)
+        if _operands_come_later(ctx, operands):
+            return flat_leaves(operands) + context_zeros(ctx)
+        return run_wrapped(ctx, operands)
 
     return import_sugared_start
