@@ -11,9 +11,10 @@ instruction (loop bodies: their last iteration, which is what extract cuts at wi
 --iteration); each sampled instruction is then extracted with `--producers 0` from those
 values and run by XLA.  Multi-device dumps are run on device 0 and instructions whose cut
 holds a collective are counted as refused, as extract refuses them.  Each instruction ends
-as exact (bit for bit), exact-converted (the dump's own instructions differ, the cut as
-`run` computes it does not: what `extract --verify` then writes), differs (max error and
-ulps given), refused (extract's located
+as exact (bit for bit), exact-converted (the dump's own instructions differ or do not run,
+the cut as `run` computes it is exact: what `extract --verify` then writes),
+exact-producers1 (exact one producer level up: what --verify writes next), differs (every
+form tried differs; the plain cut's ulps given), error (no form runs), refused (extract's located
 refusal: collectives of a multi-device dump, host callbacks...) or error (a crash: a bug).
 Values of a loop of unknown trip count that ran no iteration with the random inputs are
 its zero carry (extract refuses them; here they show as differs: look at such rows).
@@ -89,35 +90,30 @@ def measure(path: pathlib.Path, per_dump: int, rng: random.Random, as_converted:
             row.update(result="refused", why=f"{cross[0].opcode} of a {devices}-device module")
             rows.append(row)
             continue
-        try:
-            text, inputs, _ = extract_module(hlo, name, values, producers=0, as_converted=as_converted)
-        except ConverterError as e:
-            row.update(result="refused", why=str(e).splitlines()[0].split("error: ")[-1][:160])
-            rows.append(row)
-            continue
-        try:
-            got = run_with_xla(text, inputs)
-        except Exception as e:  # XLA could not parse or run the written module: a bug to look at
-            row.update(result="error", why=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
-            rows.append(row)
-            continue
         expected = values[name]
-        if len(got) == len(expected) and all(_bits_equal(g, e) for g, e in zip(got, expected)):
-            row["result"] = "exact"
-            continue_row = False
-        else:
-            continue_row = not as_converted
-        if continue_row:  # as `extract --verify` does: the cut as run computes it
+        row["result"], row["why"], row["ulps"] = "differs", "", float("inf")
+        # As `extract --verify` tries them: the plain cut (the dump's own instructions, then
+        # as run computes it), then one producer level up the same two ways.
+        for producers, converted, label in ((0, as_converted, "exact"), (0, True, "exact-converted"),
+                                            (1, as_converted, "exact-producers1"), (1, True, "exact-producers1")):
             try:
-                text, inputs, _ = extract_module(hlo, name, values, producers=0, as_converted=True)
-                again = run_with_xla(text, inputs)
-            except Exception:  # noqa: BLE001 - counted as the first route's difference
-                again = None
-            if again is not None and len(again) == len(expected) and all(
-                    _bits_equal(g, e) for g, e in zip(again, expected)):
-                row["result"] = "exact-converted"
-        if row.get("result") is None:
-            row.update(result="differs", ulps=max((_ulps(e, g) for g, e in zip(got, expected)), default=float("inf")))
+                text, inputs, _ = extract_module(hlo, name, values, producers=producers, as_converted=converted)
+            except ConverterError as e:
+                if producers == 0 and not converted:
+                    row.update(result="refused", why=str(e).splitlines()[0].split("error: ")[-1][:160])
+                    break
+                continue
+            try:
+                got = run_with_xla(text, inputs)
+            except Exception as e:  # noqa: BLE001 - XLA could not run it: try the next form
+                if row["why"] == "":
+                    row.update(result="error", why=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                continue
+            if len(got) == len(expected) and all(_bits_equal(g, e) for g, e in zip(got, expected)):
+                row.update(result=label, why="", ulps=0.0)
+                break
+            if row["result"] != "error" and producers == 0 and not converted:
+                row["ulps"] = max((_ulps(e, g) for g, e in zip(got, expected)), default=float("inf"))
         rows.append(row)
     return rows
 

@@ -863,15 +863,21 @@ def _verify(result: Extracted, args, quiet: bool = False) -> str:
     try:
         got = run_with_xla(result.text, result.inputs)
     except ConverterError as e:
-        print(f"not verified: XLA could not run the extracted module: {e}")
-        return "xla-cannot-run"
-    if _same_bits(got, result.expected):
+        if result.as_converted is None or args.allow_custom_calls:
+            print(f"not verified: XLA could not run the extracted module: {e}")
+            return "xla-cannot-run"
+        # An opcode XLA's CPU compiler does not implement (jax 0.12 GPU dumps write `acos`,
+        # which the conversion expands): the cut as `run` computes it may run.
+        print(f"XLA could not run the module of the dump's own instructions: {str(e).splitlines()[0][:200]}")
+        got = None
+    if got is not None and _same_bits(got, result.expected):
         if quiet:
             write_atomic(args.output, result.text)
         else:
             print("verified: XLA's result of the extracted module equals the tap bit for bit")
         return "verified"
-    print(f"XLA's result of the written module is not the tap bit for bit ({_max_abs(got, result.expected)})")
+    if got is not None:
+        print(f"XLA's result of the written module is not the tap bit for bit ({_max_abs(got, result.expected)})")
     if result.as_converted is not None and not args.allow_custom_calls:
         text, inputs, _, converted = result.as_converted()
         try:
@@ -880,10 +886,14 @@ def _verify(result: Extracted, args, quiet: bool = False) -> str:
             again = None
         if again is not None and _same_bits(again, result.expected):
             write_atomic(args.output, text)
-            print("the dump's own instructions give other bits in XLA than the full run:")
+            print("the dump's own instructions " + ("give other bits in XLA than the full run:" if got is not None
+                                                    else "do not run in XLA's CPU compiler:"))
             _say_converted(converted, args.output)
             if not quiet:
                 print("verified: XLA's result of the extracted module equals the tap bit for bit")
             return "verified"
+        if again is None and got is None:
+            print("not verified: XLA runs neither the dump's own instructions nor the cut as `run` computes it")
+            return "xla-cannot-run"
         print("the cut as `run` computes it (--as-converted) does not give the tap's bits either")
     return "differs"

@@ -364,3 +364,20 @@ def test_a_loop_holding_a_collective_is_device_dependent(tmp_path, capsys):
                  "-o", str(tmp_path / "w.hlo")]) == 1
     err = capsys.readouterr().err
     assert "(all-reduce) of a 4-device module as a one-device module" in err and ":68:3:" in err
+
+
+def test_an_opcode_xla_cpu_does_not_compile_is_written_converted(tmp_path, capsys):
+    """`acos` (an HLO opcode GPU dumps write; XLA's CPU compiler: UNIMPLEMENTED) in the
+    dump's own form does not run; --verify writes the cut as `run` computes it, which
+    does, to the tap's bits.  NumPy's arccos bounds the result (a few f32 ulps)."""
+    from converter.tools.cli import main
+
+    out = tmp_path / "acos.hlo"
+    assert main(["extract", os.path.join(ROOT, "tests", "dumps", "gpu", "float_remainder_pow.hlo"), "--root",
+                 "acos.1.1.clone.1", "-o", str(out), "--verify"]) == 0
+    printed = capsys.readouterr().out
+    assert "do not run in XLA's CPU compiler" in printed and "bit for bit" in printed
+    with np.load(tmp_path / "acos.inputs.npz") as npz:
+        (x,) = [npz[k] for k in npz.files]  # the tanh it reads: inside (-1, 1)
+    (got,) = run_with_xla(out.read_text(), [x])
+    np.testing.assert_allclose(got, np.arccos(x.astype(np.float64)), rtol=4e-6, atol=4e-6)
