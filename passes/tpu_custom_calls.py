@@ -47,12 +47,24 @@ A complex matrix comes and goes as its real and imaginary parts (two operands, t
   the call and drops the padded ones, which Jacobi leaves in place (eigenvalue 0, a unit
   eigenvector).  So: `lapack_?syevd_ffi` on the unpadded matrix (the padding read off the
   `pad` that makes the bottom-right block), the padded pairs put back in their places.
+
+SparseCore offloads of older libtpu (v6e dumps of jax 0.10.2: the scatter of jnp.unique's
+counts, of MoE routing) hand their `call-start` a token made by a pair of calls:
+`%h = s32[] PrepareAsyncCallStart()`, `%t = token[] PrepareAsyncCallDone(%h)`, then
+`call-start(operands..., %t)` whose computation takes the token as its last parameter.
+The start has no operands, so its s32[] handle holds nothing of the program's data, and
+the done turns it into a token, which holds no value at all: the pair only orders the
+offloaded call after the runtime readied it.  On one CPU nothing needs readying, so the
+done becomes a fresh token (`after_all()`) where anything uses it, and the start goes.
+A handle read by anything other than a PrepareAsyncCallDone is refused: its value is
+whatever the TPU runtime writes there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
 
 from converter.mlir import builders
 from passes.lib import rewrite
@@ -64,18 +76,26 @@ from passes.lib.walks import WalkTracker
 IDENTITY = ("AssumeGatherIndicesInBound", "GatherScatterIndicesBitpacked")
 LU_BY_KIND = {"LuRealDecompositionBlock": False, "LuComplexDecompositionBlock": True}  # complex?
 LINALG = ("LuDecompositionBlock", *LU_BY_KIND, "QrDecompositionBlock", "CompactWyHelper", "EighTpu")
+PREPARE_START, PREPARE_DONE = "PrepareAsyncCallStart", "PrepareAsyncCallDone"
 TARGETS = ("AllocateBuffer", "ConcatBitcast", "X64SplitLow", "X64SplitHigh", "X64Combine", "Cholesky",
-           "InvertDiagBlocksLowerTriangular", "InvertDiagBlocksUpperTriangular") + IDENTITY + LINALG
+           "InvertDiagBlocksLowerTriangular", "InvertDiagBlocksUpperTriangular", PREPARE_DONE, PREPARE_START
+           ) + IDENTITY + LINALG
 # TriangularSolveExpander's block size on TPU.
 DIAGONAL_BLOCK = 128
 
 
 @register_pass("tpu-custom-calls",
                "TPU compiler custom-calls (AllocateBuffer, ConcatBitcast, X64 split/combine, gather-index markers, Cholesky, "
-               "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls) → plain ops", targets=TARGETS, preserves={Fact.USES})
+               "diagonal-block inverses; LU, QR and eigh kernels → LAPACK calls; SparseCore call tokens) → plain ops",
+               targets=TARGETS, preserves={Fact.USES})
 def lower_tpu_custom_calls(module: ir.Module, options: PassOptions, walks: WalkTracker) -> None:
-    for op in walks.custom_calls(TARGETS):
+    # The prepare-dones first: each reads a prepare-start's handle, which must be unused after.
+    calls = sorted(walks.custom_calls(TARGETS), key=lambda op: rewrite.call_target(op) != PREPARE_DONE)
+    for op in calls:
         target = rewrite.call_target(op)
+        if target == PREPARE_START:
+            _drop_prepare_start(op)
+            continue
         with rewrite.at(op):
             values = LOWERINGS[target](op)
         rewrite.replace(op, values if isinstance(values, list) else [values])
@@ -91,6 +111,31 @@ def _identity(op: ir.Operation) -> ir.Value:
     if len(op.operands) != 1 or op.operands[0].type != _single_result(op):
         raise rewrite.op_error(op, "expected one operand of the result's type")
     return op.operands[0]
+
+
+def _prepare_async_call_done(op: ir.Operation) -> list[ir.Value | None]:
+    """The token that orders a SparseCore call after its preparation: a fresh one."""
+    operands = list(op.operands)
+    start = rewrite.defining_op(operands[0]) if len(operands) == 1 else None
+    if start is None or start.name != "stablehlo.custom_call" or rewrite.call_target(start) != PREPARE_START:
+        raise rewrite.op_error(op, f"expected one operand, the handle of a {PREPARE_START}")
+    if not stablehlo.TokenType.isinstance(_single_result(op)):
+        raise rewrite.op_error(op, f"expected a token result, found {op.results[0].type}")
+    token = op.results[0]
+    return [builders.op1("stablehlo.after_all", token.type, []) if rewrite.has_uses(token) else None]
+
+
+def _drop_prepare_start(op: ir.Operation) -> None:
+    """Erase a prepare-start whose handle only its prepare-dones read (rewritten before it)."""
+    if len(op.operands) or len(op.results) != 1:
+        raise rewrite.op_error(op, f"expected no operands and one result, found {len(op.operands)} and {len(op.results)}")
+    readers = [use.owner for use in op.results[0].uses]
+    if readers:
+        reader = readers[0].operation  # an OpView: its Operation names and locates it
+        what = f"custom-call {rewrite.call_target(reader)}" if reader.name == "stablehlo.custom_call" else reader.name
+        raise rewrite.op_error(op, f"its handle is read by {what} ({rewrite.location_text(reader)}), not only by "
+                                   f"{PREPARE_DONE}: the value there is whatever the TPU runtime writes, unknown here")
+    op.erase()
 
 
 def _allocate_buffer(op: ir.Operation) -> ir.Value:
@@ -327,4 +372,5 @@ LOWERINGS = {
     "QrDecompositionBlock": _qr_block,
     "CompactWyHelper": _compact_wy,
     "EighTpu": _eigh_tpu,
+    PREPARE_DONE: _prepare_async_call_done,
 }

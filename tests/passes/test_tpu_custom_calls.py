@@ -310,3 +310,22 @@ def test_concat_bitcast_of_a_real_tpu_dump_matches_jax():
     with jax.default_matmul_precision("highest"):
         want = np.asarray(jax.jit(lambda a, b, c: jax.nn.relu(a @ b) @ c)(x, w1, w2))
     np.testing.assert_allclose(out.reshape(128, 512), want, rtol=1e-5, atol=1e-5)
+
+
+def test_prepare_async_call_token_used_becomes_a_fresh_token():
+    """The prepare pair's token (libtpu 0.0.42's SparseCore offloads) holds no value: where
+    it is used it becomes `after_all()`, and the s32[] handle, which only the done read, goes.
+    (tests/sweep/test_sweep_regressions.py runs the real dumps and a generated offload.)"""
+    text = _module(["s32[3]"], "  h = s32[] custom-call(), custom_call_target=\"PrepareAsyncCallStart\"\n"
+                               "  t = token[] custom-call(h), custom_call_target=\"PrepareAsyncCallDone\"",
+                   "r = (s32[3], token[]) tuple(p0, t)")
+    mlir = str(convert_text(text, pipeline="default"))
+    assert "PrepareAsyncCall" not in mlir and "stablehlo.after_all" in mlir
+
+
+def test_prepare_async_call_done_of_another_value_is_refused():
+    """A done must turn a prepare-start's handle into the token: anything else is not the
+    pair whose data flow shows it carries no value."""
+    text = _module(["s32[]"], "", "r = token[] custom-call(p0), custom_call_target=\"PrepareAsyncCallDone\"")
+    with pytest.raises(PassError, match=r"<string>:5:3: error: %r .*PrepareAsyncCallDone.*the handle of a PrepareAsyncCallStart"):
+        convert_text(text, pipeline="default")

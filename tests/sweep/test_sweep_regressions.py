@@ -6,6 +6,7 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,10 +143,13 @@ ENTRY %main (p: f32[2]) -> f32[{2 * n}] {{
             np.testing.assert_array_equal(got[d], np.concatenate([shards[m] for m in group]), err_msg=f"device {d}")
 
 
-def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax():
-    """TPU v6e, jax 0.12: top-2 MoE routing (tests/sweep/generate.py moe_top2_ragged).  The
-    bincount is a SparseCore scatter offload, `call-start()` with no operands whose
-    operands come in its `call-update`; the ragged dot's group metadata is XLA's own
+@pytest.mark.parametrize("dump", ["tpu_v6e_jax012_moe_top2_ragged.hlo", "tpu_v6e_jax010_moe_top2_ragged.hlo"])
+def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax(dump):
+    """TPU v6e: top-2 MoE routing (tests/sweep/generate.py moe_top2_ragged).  The
+    bincount is a SparseCore scatter offload: with jax 0.12 a `call-start()` with no
+    operands whose operands come in its `call-update`; with jax 0.10.2 a `call-start` whose
+    last operand is the token of a PrepareAsyncCallStart/Done pair (passes/tpu_custom_calls.py).
+    The ragged dot's group metadata is XLA's own
     `tpu_custom_call` kernel written as MLIR text (func/memref/scf), not Mosaic bytecode.
     Oracle: JAX's own CPU result for the program at "highest" matmul precision (f32
     rounding of 8-term dots: 1e-5)."""
@@ -171,9 +175,29 @@ def test_tpu_sparsecore_scatter_and_text_mosaic_kernel_match_jax():
 
     with jax.default_matmul_precision("highest"):
         want = [np.asarray(a) for a in jax.jit(moe)(x, wr, we)]
-    got = load(str(DUMPS / "tpu_v6e_jax012_moe_top2_ragged.hlo"))(x, wr, we)
+    got = load(str(DUMPS / dump))(x, wr, we)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+def _offloaded_bincount(n: int, length: int, with_token: bool = False) -> str:
+    """`%offloaded`: the SparseCore scatter-add of ones (a bincount) of `n` ids into
+    `length` zeros; with_token: libtpu 0.0.42's form, a last parameter token[] it never reads."""
+    token = ", ready: token[]" if with_token else ""
+    token_param = "\n  %ready = token[] parameter(2)" if with_token else ""
+    return f"""%add (a: s32[], b: s32[]) -> s32[] {{
+  %a = s32[] parameter(0)
+  %b = s32[] parameter(1)
+  ROOT %sum = s32[] add(%a, %b)
+}}
+
+%offloaded (zeros: s32[{length}], ids: s32[{n}]{token}) -> s32[{length}] {{{token_param}
+  %zeros = s32[{length}]{{0}} parameter(0)
+  %ids = s32[{n}]{{0}} parameter(1)
+  %ones = s32[{n}]{{0}} broadcast(s32[] constant(1)), dimensions={{}}
+  ROOT %counts = s32[{length}]{{0}} scatter(%zeros, %ids, %ones), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
+}}, execution_thread="sparsecore"
+""".rstrip()
 
 
 @settings(max_examples=4, deadline=None)
@@ -184,18 +208,7 @@ def test_call_start_with_operands_in_its_update_matches_numpy(n, length, seed):
     the result (here a scatter-add of ones: a bincount).  Oracle: NumPy's bincount."""
     text = f"""HloModule sparsecore_late_operands
 
-%add (a: s32[], b: s32[]) -> s32[] {{
-  %a = s32[] parameter(0)
-  %b = s32[] parameter(1)
-  ROOT %sum = s32[] add(%a, %b)
-}}
-
-%offloaded (zeros: s32[{length}], ids: s32[{n}]) -> s32[{length}] {{
-  %zeros = s32[{length}]{{0}} parameter(0)
-  %ids = s32[{n}]{{0}} parameter(1)
-  %ones = s32[{n}]{{0}} broadcast(s32[] constant(1)), dimensions={{}}
-  ROOT %counts = s32[{length}]{{0}} scatter(%zeros, %ids, %ones), update_window_dims={{}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=%add
-}}, execution_thread="sparsecore"
+{_offloaded_bincount(n, length)}
 
 ENTRY %main (ids: s32[{n}]) -> s32[{length}] {{
   %ids = s32[{n}]{{0}} parameter(0)
@@ -207,6 +220,69 @@ ENTRY %main (ids: s32[{n}]) -> s32[{length}] {{
 """
     ids = np.random.default_rng(seed).integers(0, length, n).astype(np.int32)
     np.testing.assert_array_equal(run_ours(text, [ids])[0], np.bincount(ids, minlength=length))
+
+
+def test_tpu_jax010_sparsecore_scatters_with_prepare_tokens_match_jax():
+    """TPU v6e, jax 0.10.2 (libtpu 0.0.42): jnp.unique's counts and inverse
+    (tests/sweep/generate.py unique_counts_inverse) are two SparseCore scatter offloads,
+    each `call-start(operands..., token)` with the token of a PrepareAsyncCallStart/Done
+    pair.  Oracles: JAX's CPU result recorded with the dump (jax 0.10.2) and jnp.unique
+    run now on CPU; integer results, so exact."""
+    import jax.numpy as jnp
+
+    from converter.runtime.program import load
+
+    stem = DUMPS / "tpu_v6e_jax010_unique_counts_inverse"
+    (x,) = np.load(f"{stem}.in.npz").values()
+    recorded = [np.load(f"{stem}.expected.npz")[f"out{i}"] for i in range(4)]
+    live = jnp.unique(x, return_index=True, return_inverse=True, return_counts=True, size=8, fill_value=-1)
+    got = load(f"{stem}.hlo")(x)
+    assert len(got) == 4
+    for out, want, again in zip(got, recorded, live):
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(out, np.asarray(again).reshape(want.shape))
+
+
+def _prepared_offload(n: int, length: int, root: str) -> str:
+    """libtpu 0.0.42's SparseCore offload form: a token made by PrepareAsyncCallStart/Done
+    is the call-start's last operand, and the offloaded computation's last parameter."""
+    return f"""HloModule sparsecore_prepared_call
+
+{_offloaded_bincount(n, length, with_token=True)}
+
+ENTRY %main (ids: s32[{n}]) -> s32[{length}] {{
+  %ids = s32[{n}]{{0}} parameter(0)
+  %handle = s32[] custom-call(), custom_call_target="PrepareAsyncCallStart"
+  %zeros = s32[{length}]{{0}} broadcast(s32[] constant(0)), dimensions={{}}
+  %ready = token[] custom-call(%handle), custom_call_target="PrepareAsyncCallDone"
+  %start = ((s32[{length}]{{0}}, s32[{n}]{{0}}, token[]), s32[{length}]{{0}}) call-start(%zeros, %ids, %ready), async_execution_thread="sparsecore", to_apply=%offloaded
+  {root}
+}}
+"""
+
+
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 40), length=st.integers(1, 12), seed=st.integers(0, 2**31 - 1))
+def test_call_start_with_a_prepared_token_matches_numpy(n, length, seed):
+    """The jax 0.10.2 SparseCore offload form for any sizes: the prepare pair's token
+    carries no value, so the call is the scatter-add of ones it wraps (a bincount).
+    Oracle: NumPy's bincount."""
+    text = _prepared_offload(n, length, f"ROOT %done = s32[{length}]{{0}} call-done(%start)")
+    ids = np.random.default_rng(seed).integers(0, length, n).astype(np.int32)
+    np.testing.assert_array_equal(run_ours(text, [ids])[0], np.bincount(ids, minlength=length))
+
+
+def test_prepare_async_call_handle_read_elsewhere_is_refused():
+    """The prepare-start's s32[] handle holds whatever the TPU runtime writes there: a
+    program that reads it other than through PrepareAsyncCallDone is refused at its line."""
+    from converter.common.errors import ConverterError
+
+    text = _prepared_offload(3, 4, "%done = s32[4]{0} call-done(%start)\n"
+                                   "  %spread = s32[4]{0} broadcast(%handle), dimensions={}\n"
+                                   "  ROOT %sum = s32[4]{0} add(%done, %spread)")
+    with pytest.raises(ConverterError, match=r"<test>:19:3: error: %handle .*PrepareAsyncCallStart.*"
+                                             r"read by stablehlo.broadcast_in_dim \(<test>:24:3: %spread\)"):
+        run_ours(text, [np.zeros(3, np.int32)])
 
 
 @settings(max_examples=4, deadline=None)
