@@ -14,7 +14,9 @@ holds a collective are counted as refused, as extract refuses them.  Each instru
 as exact (bit for bit), exact-converted (the dump's own instructions differ or do not run,
 the cut as `run` computes it is exact: what `extract --verify` then writes),
 exact-producers1 (exact one producer level up: what --verify writes next), differs (every
-form tried differs; the plain cut's ulps given), error (no form runs), refused (extract's located
+form tried differs; the plain cut's ulps given), exact-extract-taps (differs with every
+instruction tapped, exact as `extract --verify` runs it, tapping only the cut's operands),
+error (no form runs), refused (extract's located
 refusal: collectives of a multi-device dump, host callbacks...) or error (a crash: a bug).
 Values of a loop of unknown trip count that ran no iteration with the random inputs are
 its zero carry (extract refuses them; here they show as differs: look at such rows).
@@ -114,8 +116,33 @@ def measure(path: pathlib.Path, per_dump: int, rng: random.Random, as_converted:
                 break
             if row["result"] != "error" and producers == 0 and not converted:
                 row["ulps"] = max((_ulps(e, g) for g, e in zip(got, expected)), default=float("inf"))
+        if row["result"] == "differs":
+            row.update(_with_extract_taps(path, hlo, name, row))
         rows.append(row)
     return rows
+
+
+def _with_extract_taps(path: pathlib.Path, hlo, name: str, row: dict) -> dict:
+    """A row that differs when every instruction is tapped, tried as `extract --verify` runs
+    it: a full run tapping only the cut's operands and NAME (tapping everything changes how
+    XLA compiles the full run, so its values can differ in the last bit)."""
+    from converter.runtime.xla_oracle import run_with_xla
+    from converter.tools.extract import extract
+
+    for producers in (0, 1):
+        try:
+            result = extract(str(path), name, hlo=hlo, producers=producers)
+        except Exception:  # noqa: BLE001 - the all-taps verdict stands
+            return {}
+        forms = [result.text] + ([result.as_converted()[0]] if result.as_converted is not None else [])
+        for text in forms:
+            try:
+                got = run_with_xla(text, result.inputs)
+            except Exception:  # noqa: BLE001 - try the next form
+                continue
+            if len(got) == len(result.expected) and all(_bits_equal(g, e) for g, e in zip(got, result.expected)):
+                return {"result": "exact-extract-taps"}
+    return {}
 
 
 def main() -> None:
