@@ -6,7 +6,11 @@ taps (converter.importer.taps) on the instructions that can be matched across th
 are matched by what survives compilation: the framework's op_name, the source location
 (stack frame or source_file/line) and the logical shape.  When several instructions of a
 dump share a key (an op lowered to a chain of HLO ops, or copied), the last one in
-dependency order stands for it: the value the source op finally produced.
+dependency order stands for it: the value the source op finally produced.  Constants and
+get-tuple-elements sharing a key are different values, not a chain (a region's constants
+all carry its op_name, a loop's results the loop's): where a dump has several under one key,
+each is keyed by its literal or tuple index as well, so only equal ones pair.  A fusion whose
+root names another op than the fusion does is keyed by its root.
 
 The report names the first diverging instructions in dependency order — diverging
 instructions none of whose matched ancestors diverge — then a table of the error of
@@ -123,7 +127,7 @@ def keyed(hlo: Module, flat: Flat, keep_fusions: bool = False) -> dict[Key, Inst
     ok_comps: dict[str, bool] = {}
     depth: dict[str, int] = {}
     where = {i.name: c for c in hlo.computations for i in c.instructions}
-    last: dict[Key, Instruction] = {}
+    candidates: list[tuple[Key, Instruction]] = []
     for instr in flat.order:
         comp = where[instr.name]
         if comp.name not in ok_comps:
@@ -131,9 +135,14 @@ def keyed(hlo: Module, flat: Flat, keep_fusions: bool = False) -> dict[Key, Inst
             depth[comp.name] = len(tap_path(hlo, comp, keep_fusions)[2])
         if not ok_comps[comp.name]:
             continue
+        if instr.opcode == "fusion" and not keep_fusions and _root_is_another_op(hlo, instr):
+            continue
         key = match_key(hlo, instr, depth[comp.name], flat.op_name_prefix.get(instr.name, ""))
         if key is not None:
-            last[key] = instr
+            candidates.append((key, instr))
+    last: dict[Key, Instruction] = {}
+    for key, instr in _told_apart(candidates):
+        last[key] = instr
     position = {i.name: n for n, i in enumerate(flat.order)}
     groups: dict[tuple[str, str, str], list[Key]] = {}
     for key in last:
@@ -145,6 +154,70 @@ def keyed(hlo: Module, flat: Flat, keep_fusions: bool = False) -> dict[Key, Inst
             later = [last[k].name for k in keys if k != key and position[last[k].name] > position[instr.name]]
             if not later or not _feeds(flat, position, instr.name, later):
                 out[key] = instr
+    return out
+
+
+def _root_is_another_op(hlo: Module, fusion: Instruction) -> bool:
+    """Whether a fusion's value is its root's and the root names another op than the
+    fusion does (XLA names a fusion after one of the ops it fuses: a GPU GEMM fusion is
+    named for its dot while its root is the tanh applied to the dot's result).  The fused
+    root, keyed by its own op_name, then stands for the value; the fusion's op_name
+    would pair tanh(dot) with the other dump's plain dot."""
+    calls = fusion.attrs.get("calls")
+    callee = calls[0] if isinstance(calls, (list, tuple)) else calls
+    comp = hlo.by_name.get(callee) if callee else None
+    if comp is None or not fusion.shape.is_array or fusion.metadata is None:
+        return False
+    root = comp.root
+    return bool(root.metadata is not None and root.metadata.op_name
+                and root.metadata.op_name != fusion.metadata.op_name)
+
+
+def _identity(instr: Instruction) -> str | None:
+    """What tells apart different values an instruction kind can carry under one key:
+    a constant's literal, a get-tuple-element's index (XLA gives every constant a
+    region's ops share, and every result of a while loop, the region's or the loop's
+    op_name and source).  None where it cannot be told (an elided literal)."""
+    if instr.literal is not None or instr.literal_elided:
+        if instr.literal_elided:
+            return None
+        import numpy as np
+
+        value = np.asarray(instr.literal)
+        if value.size <= 4:
+            return "= " + np.array2string(value.reshape(-1), separator=",") if value.ndim else f"= {value.item()!r}"
+        import hashlib
+
+        return "= #" + hashlib.sha1(value.tobytes()).hexdigest()[:10]
+    if "index" in instr.attrs:  # get-tuple-element's
+        return f"#{instr.attrs['index']}"
+    return None
+
+
+def _told_apart(candidates: list[tuple[Key, Instruction]]) -> list[tuple[Key, Instruction]]:
+    """The keys, with the constants (or get-tuple-elements) of a key that holds several
+    different ones told apart by their literal (index): such instructions are not a chain
+    of one op's lowering whose last stands for the op, but different values, and the
+    last of each dump would pair unrelated ones (a loop's step `1` with a loop-hoisted
+    `7`, the loop's result 1 with its result 2).  A key that holds one keeps its plain
+    form, so a constant changed between the dumps is still paired and reported; an
+    ambiguous one whose constants cannot be told apart (elided literals) is left
+    unmatched rather than paired by position."""
+    def told(instr: Instruction) -> bool:
+        return instr.literal is not None or instr.literal_elided or "index" in instr.attrs
+
+    seen: dict[Key, set[str | None]] = {}
+    for key, instr in candidates:
+        if told(instr):
+            seen.setdefault(key, set()).add(f"{'index' in instr.attrs}{_identity(instr)}")
+    out: list[tuple[Key, Instruction]] = []
+    for key, instr in candidates:
+        if told(instr) and len(seen[key]) > 1:
+            identity = _identity(instr)
+            if identity is None:
+                continue
+            key = (key[0], key[1], f"{key[2]} {identity}", key[3])
+        out.append((key, instr))
     return out
 
 

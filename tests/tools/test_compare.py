@@ -531,3 +531,94 @@ def test_compare_names_a_fusion_boundary_at_the_first_divergence(pair, tmp_path)
     fusion = next(n for n, c in calls.items() if (c[0] if isinstance(c, (list, tuple)) else c) == holder)
     assert f"structural change at the first divergence: %{report.first[0].a} → %{name}: unfused → in a " in shown
     assert f"fusion %{fusion}" in shown, shown
+
+
+# ------------------------------------------------ loop bodies: what is paired (sweep)
+
+SWEEP_DUMPS = os.path.join(ROOT, "tests", "dumps", "sweep")
+RING_CPU = os.path.join(SWEEP_DUMPS, "cpu_jax010_sm_pipeline_ring.hlo")
+RING_GPU = os.path.join(SWEEP_DUMPS, "gpu_h100_jax010_sm_pipeline_ring.hlo")
+
+
+def _ring_inputs(seed: int) -> list[np.ndarray]:
+    """Per-device inputs of tests/sweep/generate.py sm_pipeline_ring (8 devices): x [4,16]
+    and stage weights w [1,16,16] on each."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((8, 4, 16)).astype(np.float32),
+            (0.4 * rng.standard_normal((8, 1, 16, 16))).astype(np.float32)]
+
+
+def _ring_numpy(x: np.ndarray, w: np.ndarray, last_stage: int = 7) -> list[np.ndarray]:
+    """The program in NumPy (float64): 8 steps of h = tanh(h @ w[d]) on each device d,
+    stage `last_stage` accumulating its h, then h moves one device round the ring."""
+    h, outs = x.astype(np.float64), np.zeros(x.shape)
+    for _ in range(8):
+        h = np.tanh(np.einsum("dij,djk->dik", h, w[:, 0].astype(np.float64)))
+        outs[last_stage] += h[last_stage]
+        h = np.roll(h, 1, axis=0)  # ppermute {d -> d+1}: device d receives d-1's
+    return [h, outs]
+
+
+def _write_inputs(path, arrays) -> str:
+    np.savez(path, **{f"arg{i}": a for i, a in enumerate(arrays)})
+    return str(path)
+
+
+def test_loop_constants_and_results_of_a_pipeline_ring_are_paired_only_when_they_are_one_value(tmp_path):
+    """Sweep find (CPU vs H100 dumps of one jax 0.10 shard_map ring, ppermute in a fori_loop):
+    both dumps compute NumPy's result, yet compare said they differ, pairing the loop step `1`
+    with the `7` of `axis_index == 7` (CPU hoisted it out of the loop; every constant carries
+    the shard_map's op_name), the loop's result 1 with its result 2, and the H100 GEMM fusion
+    named for its dot (its root is the tanh) with CPU's dot.  Oracle: NumPy's ring; the pairs
+    must be one value (equal literals, equal tuple indices, one op) and compare must agree."""
+    from converter.hlo.parser import parse_hlo_file
+    from converter.runtime.program import load
+    from converter.tools.compare import flatten, keyed
+
+    x, w = _ring_inputs(5)
+    expected = _ring_numpy(x, w)
+    for path in (RING_CPU, RING_GPU):
+        got = load(path)(x, w)
+        for g, e in zip(got, expected):
+            # float32 through 8 chained 16-term dots and tanh (|tanh'| <= 1): a few 1e-6
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg=path)
+    report = compare_dumps(RING_CPU, RING_GPU, _write_inputs(tmp_path / "in.npz", [x, w]))
+    shown = format_report(report)
+    assert report.exit_status == 0 and not report.first, shown
+    assert all(p.diff.max_abs == 0 for p in report.pairs), shown
+    a, b = parse_hlo_file(RING_CPU), parse_hlo_file(RING_GPU)
+    keys_a, keys_b = keyed(a, flatten(a)), keyed(b, flatten(b))
+    common = set(keys_a) & set(keys_b)
+    assert any(keys_a[k].opcode == "get-tuple-element" for k in common)
+    for k in common:
+        ia, ib = keys_a[k], keys_b[k]
+        if ia.opcode == ib.opcode == "constant":
+            assert np.array_equal(ia.literal, ib.literal), (k, ia.name, ib.name)
+        if ia.opcode == ib.opcode == "get-tuple-element":
+            assert ia.attrs["index"] == ib.attrs["index"], (k, ia.name, ib.name)
+    dot = next(k for k in common if k[0].endswith("/dot_general"))
+    assert keys_b[dot].opcode == "dot", keys_b[dot].name  # not the fusion computing tanh(dot)
+
+
+@settings(max_examples=2, deadline=None)
+@given(stage=st.sampled_from([0, 3, 6]))
+def test_a_changed_constant_inside_the_ring_loop_is_still_found(stage, tmp_path_factory):
+    """The H100 dump's `axis_index == 7` changed to another stage inside the loop body: its
+    second output becomes NumPy's ring accumulated at that stage (oracle), and compare, which
+    no longer pairs the loop's constants by position, still says the dumps differ, first in the
+    loop body."""
+    from converter.runtime.program import load
+
+    tmp_path = tmp_path_factory.mktemp("ring")
+    text = open(RING_GPU).read()
+    old = "%constant_12_clone_2 = s32[] constant(7)"
+    assert text.count(old) == 1
+    planted = tmp_path / "planted.hlo"
+    planted.write_text(text.replace(old, f"%constant_12_clone_2 = s32[] constant({stage})"))
+    x, w = _ring_inputs(6)
+    for g, e in zip(load(str(planted))(x, w), _ring_numpy(x, w, stage)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)  # as above
+    report = compare_dumps(RING_CPU, str(planted), _write_inputs(tmp_path / "in.npz", [x, w]))
+    shown = format_report(report)
+    assert report.exit_status == 3 and report.outputs[0][1].ok and not report.outputs[1][1].ok, shown
+    assert report.first and all("/while/body/" in p.key[0] for p in report.first), shown
