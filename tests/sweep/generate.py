@@ -32,9 +32,12 @@ scan, MoE/pipeline/FSDP/collective-matmul/ring-attention shard_maps, cuDNN atten
   as MLIR text; the TPU `Cholesky` custom-call of a complex matrix split into (real, imaginary).
 - not a converter bug: cuDNN flash attention and XLA's CPU attention differ by a bf16 ulp (both
   within rounding of a float64 reference): its outputs are compared at bf16 tolerance.
-- not a conversion bug: `compare` of the H100 jax 0.10 sm_pipeline_ring against CPU says the dumps
-  differ at a loop's constants (its instruction matching pairs different constants, 7 and 1) while
-  every output agrees.
+- fixed in `compare`: the H100 jax 0.10 sm_pipeline_ring against CPU had said the dumps differ while
+  every output agrees (its matching paired different constants, 7 and 1, and the loop's results by
+  position): constants and tuple reads now pair only when they are one value
+  (tests/tools/test_compare.py with both dumps).
+- fixed: TPU v6e jax 0.10's older SparseCore offload form (PrepareAsyncCallStart/Done feeding
+  `call-start` a token).
 """
 
 from __future__ import annotations
