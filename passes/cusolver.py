@@ -52,7 +52,9 @@ jaxlib/gpu/solver_kernels_ffi.cc, hybrid_kernels.cc and linalg_kernels.cu.cc):
   differently (the test of the criterion here is R's diagonal of A itself).
 The result that holds the overwritten input (cuSOLVER's workspace) has no meaning (JAX never
 reads it), nor have gesvd's U/Vᴴ placeholders with compute_uv false: where a tap or an
-extracted cut of the call reads one, it is NaN (rewrite.unspecified), not made-up numbers.  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
+extracted cut of the call reads one, it is NaN (rewrite.unspecified), not made-up numbers;
+so are gesvdj/gesvdp's U and V with compute_uv false (allocated, not written) and geev's
+eigenvectors it was not asked for (LAPACK leaves them uninitialized).  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
 
 `cusolver_potrf_ffi(a)` (jax.lax.linalg.cholesky on GPU; hip: `hipsolver_potrf_ffi`)
 returns (factor, info): cuSOLVER's POTRF writes the factor into the requested triangle
@@ -409,12 +411,17 @@ def retarget_to_lapack(op: ir.Operation) -> None:
     with rewrite.at(op):
         new = ir.Operation.create("stablehlo.custom_call", results=[r.type for r in op.results],
                                   operands=list(op.operands), attributes=attrs)
-        values = list(new.results)
+        values: list[ir.Value | None] = list(new.results)
         if routine == "gesdd" and config.get("compute_uv", True):
             vt = values[3]  # LAPACK returns Vᴴ where cuSOLVER's gesvdj returns V
             rank = len(builders.shape_of(vt))
             v = builders.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
             values[3] = v if letter in "sd" else builders.conj(v)
+    if routine == "gesdd":  # gesvdj/gesvdp destroy A; with compute_uv false U and V are allocated, not written
+        values[0] = rewrite.unspecified(op, 0, "the input the kernel destroys")
+        if not config.get("compute_uv", True):
+            values[2] = rewrite.unspecified(op, 2, "U, which was not computed")
+            values[3] = rewrite.unspecified(op, 3, "V, which was not computed")
     rewrite.replace(op, values)
 
 

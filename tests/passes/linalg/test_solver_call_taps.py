@@ -1,7 +1,7 @@
 """Tapping and extracting cuSOLVER's gesvd and geev calls themselves (`run --tap svd.N`, `extract --root
 svd.N`): a tap reads every result leaf of the call, also those JAX never reads (the input
 the kernel destroys; with compute_uv false the U/Vᴴ placeholders it never writes; geev's
-eigenvectors it was not asked for).  Those
+eigenvectors it was not asked for; gesvdj's U and V with compute_uv false).  Those
 leaves are NaN (passes/lib/rewrite.py `unspecified`), never made-up numbers; the others
 are the decomposition.  geev's oracle: NumPy's eigenvalues and A·v = λ·v for the right
 eigenvectors (unpacked from LAPACK's real form).
@@ -177,6 +177,25 @@ def test_hybrid_eig_without_left_vectors_reads_nan_for_them():
     for i, (g, f) in enumerate(zip(got, full)):
         if i not in vl_outputs:
             np.testing.assert_array_equal(g, f)
+
+
+def test_gesvdj_without_vectors_reads_nan_for_u_and_v():
+    """cuSOLVER's gesvdj with compute_uv false (JAX allocates U and V, the kernel does not
+    write them): the whole call read, as a tap reads it, has NaN for the destroyed input, U
+    and V (LAPACK gesdd in mode 'N' leaves them uninitialized), NumPy's singular values."""
+    from tests.helpers import convert_program
+
+    text = """HloModule gesvdj
+ENTRY main {
+  a = f32[4,3]{0,1} parameter(0)
+  ROOT e = (f32[4,3]{0,1}, f32[3]{0}, f32[4,4]{0,1}, f32[3,3]{0,1}, s32[]) custom-call(a), custom_call_target="cusolver_gesvdj_ffi", operand_layout_constraints={f32[4,3]{0,1}}, api_version=API_VERSION_TYPED_FFI, backend_config={compute_uv = false, full_matrices = true}
+}
+"""
+    a = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    destroyed, s, u, v, info = [np.asarray(x) for x in convert_program(text)(a)]
+    assert np.isnan(destroyed).all() and np.isnan(u).all() and np.isnan(v).all() and info == 0
+    assert u.shape == (4, 4) and v.shape == (3, 3)
+    assert np.max(np.abs(s - np.linalg.svd(a.astype(np.float64), compute_uv=False))) < RESIDUAL * max(np.abs(a).max(), 1.0)
 
 
 def test_reading_an_unspecified_integer_result_is_a_located_refusal():
