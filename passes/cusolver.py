@@ -50,8 +50,11 @@ jaxlib/gpu/solver_kernels_ffi.cc, hybrid_kernels.cc and linalg_kernels.cu.cc):
   permutation of A) changes only round-off; with reorder ≠ 0 cuSOLVER's R is that of the
   permuted matrix, so for a matrix within round-off of the tolerance the two may decide
   differently (the test of the criterion here is R's diagonal of A itself).
-The result that holds the overwritten input (cuSOLVER's workspace) has no meaning; it must
-be unused (JAX never reads it).  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
+The result that holds the overwritten input (cuSOLVER's workspace) has no meaning (JAX never
+reads it), nor have gesvd's U/Vᴴ placeholders with compute_uv false: where a tap or an
+extracted cut of the call reads one, it is NaN (rewrite.unspecified), not made-up numbers;
+so are gesvdj/gesvdp's U and V with compute_uv false (allocated, not written) and geev's
+eigenvectors it was not asked for (LAPACK leaves them uninitialized).  hip twins (`hipsolver_*`, `hiphybrid_*`, `hip_*`) alike.
 
 `cusolver_potrf_ffi(a)` (jax.lax.linalg.cholesky on GPU; hip: `hipsolver_potrf_ffi`)
 returns (factor, info): cuSOLVER's POTRF writes the factor into the requested triangle
@@ -155,7 +158,17 @@ def lower_geev(op: ir.Operation) -> None:
                                                        [real_t, real_t, complex_v, complex_v, info_t], modes)
             w = builders.op1("stablehlo.complex", w_t, [wr, wi])
             vl, vr = _pack_conjugate_pairs(vl_c, wi), _pack_conjugate_pairs(vr_c, wi)
-    rewrite.replace(op, [None, w, vl, vr, info])
+    vl, vr = _unwritten_eigenvectors(op, [vl, vr], left, right)
+    rewrite.replace(op, [rewrite.unspecified(op, 0, "the input the kernel destroys"), w, vl, vr, info])
+
+
+def _unwritten_eigenvectors(op: ir.Operation, vectors: list[ir.Value], left: bool, right: bool) -> list[ir.Value | None]:
+    """geev's (vl, vr), the last results but info: those it was not asked for (jobvl/jobvr
+    'N') are buffers neither cuSOLVER nor LAPACK writes, so they are unspecified, not the
+    uninitialized memory of the LAPACK call's output."""
+    n = len(op.results)
+    return [v if wanted else rewrite.unspecified(op, n - 3 + i, f"the {side} eigenvectors, which were not computed")
+            for i, (v, wanted, side) in enumerate(zip(vectors, (left, right), ("left", "right")))]
 
 
 def _pack_conjugate_pairs(v: ir.Value, wi: ir.Value) -> ir.Value:
@@ -174,10 +187,11 @@ def lower_hybrid_eig(op: ir.Operation) -> None:
     (a,) = list(op.operands)
     letter = lapack_letter(op, a)
     config = rewrite.backend_config(op)
-    modes = {"compute_left": _eigenvector_mode(bool(config.get("left", False))),
-             "compute_right": _eigenvector_mode(bool(config.get("right", True)))}
+    left, right = bool(config.get("left", False)), bool(config.get("right", True))
+    modes = {"compute_left": _eigenvector_mode(left), "compute_right": _eigenvector_mode(right)}
     with rewrite.at(op):
-        values = jaxlib_cpu_call(f"lapack_{letter}geev_ffi", [a], _result_types(op), modes)
+        values: list[ir.Value | None] = list(jaxlib_cpu_call(f"lapack_{letter}geev_ffi", [a], _result_types(op), modes))
+    values[-3:-1] = _unwritten_eigenvectors(op, values[-3:-1], left, right)
     rewrite.replace(op, values)
 
 
@@ -198,12 +212,14 @@ def lower_gesvd(op: ir.Operation) -> None:
     with rewrite.at(op):
         _, s, u, vt, info = jaxlib_cpu_call(f"lapack_{letter}{routine}_ffi", [a], [a_t, s_t, u_t, vt_t, info_t],
                                             {"mode": lapack_char(mode)}, aliases={0: 0})
-    if not compute_uv:
-        rewrite.replace(op, [None, s, None, None, info])
+    destroyed = rewrite.unspecified(op, 0, "the input the kernel destroys")
+    if not compute_uv:  # the U/Vᴴ results are placeholders (f32[] in JAX's lowering) the kernel never writes
+        rewrite.replace(op, [destroyed, s, rewrite.unspecified(op, 2, "a U placeholder the kernel does not write"),
+                             rewrite.unspecified(op, 3, "a Vᴴ placeholder the kernel does not write"), info])
     elif transposed:  # the kernel factored Aᵀ = V Σ Uᴴ: its "u" is A's Vᴴ (transposed back), its "vt" A's U
-        rewrite.replace(op, [None, s, vt, u, info])
+        rewrite.replace(op, [destroyed, s, vt, u, info])
     else:
-        rewrite.replace(op, [None, s, u, vt, info])
+        rewrite.replace(op, [destroyed, s, u, vt, info])
 
 
 def lower_sytrd(op: ir.Operation) -> None:
@@ -395,12 +411,17 @@ def retarget_to_lapack(op: ir.Operation) -> None:
     with rewrite.at(op):
         new = ir.Operation.create("stablehlo.custom_call", results=[r.type for r in op.results],
                                   operands=list(op.operands), attributes=attrs)
-        values = list(new.results)
+        values: list[ir.Value | None] = list(new.results)
         if routine == "gesdd" and config.get("compute_uv", True):
             vt = values[3]  # LAPACK returns Vᴴ where cuSOLVER's gesvdj returns V
             rank = len(builders.shape_of(vt))
             v = builders.transpose(vt, list(range(rank - 2)) + [rank - 1, rank - 2])
             values[3] = v if letter in "sd" else builders.conj(v)
+    if routine == "gesdd":  # gesvdj/gesvdp destroy A; with compute_uv false U and V are allocated, not written
+        values[0] = rewrite.unspecified(op, 0, "the input the kernel destroys")
+        if not config.get("compute_uv", True):
+            values[2] = rewrite.unspecified(op, 2, "U, which was not computed")
+            values[3] = rewrite.unspecified(op, 3, "V, which was not computed")
     rewrite.replace(op, values)
 
 

@@ -154,6 +154,24 @@ def replace(op: ir.Operation, values: Sequence[ir.Value | None]) -> None:
     op.erase()
 
 
+def unspecified(op: ir.Operation, index: int, what: str) -> ir.Value | None:
+    """The replacement of result `index` of `op`, whose contents the backend leaves
+    unspecified (`what` says which: a destroyed input, a buffer the kernel never writes):
+    None where nothing reads it; where something does (a tap of the call, extract's cut of
+    it) a NaN of its type, so the value says it holds none instead of inventing numbers.
+    A non-float result has no such value: reading it is an error naming it."""
+    result = op.results[index]
+    if not has_uses(result):
+        return None
+    element = ir.RankedTensorType(result.type).element_type
+    if isinstance(element, (ir.ComplexType, ir.FloatType)):
+        with at(op):
+            nan = complex(float("nan"), float("nan")) if isinstance(element, ir.ComplexType) else float("nan")
+            return build.scalar_constant(nan, element, ir.RankedTensorType(result.type).shape)
+    raise op_error(op, f"result {index} ({what}) is read, but its contents are unspecified and its type "
+                       f"{result.type} has no NaN to say so; read (tap) the other results instead")
+
+
 def dump_layout(op: ir.Operation, which: str, index: int, rank: int) -> list[int]:
     """minor_to_major of operand/result leaf `index` as the dump printed it (row-major
     when the dump printed none).  `which` is "operand" or "result"; the importer keeps
