@@ -132,8 +132,9 @@ def _with_extract_taps(path: pathlib.Path, hlo, name: str, row: dict) -> dict:
     for producers in (0, 1):
         try:
             result = extract(str(path), name, hlo=hlo, producers=producers)
-        except Exception:  # noqa: BLE001 - the all-taps verdict stands
-            return {}
+        except Exception as e:  # noqa: BLE001 - extract's own refusal (a loop that ran no iteration) or the verdict stands
+            first = str(e).splitlines()[0] if str(e) else ""
+            return {"result": "refused", "why": first.split("error: ")[-1][:160]} if "error: " in first else {}
         forms = [result.text] + ([result.as_converted()[0]] if result.as_converted is not None else [])
         for text in forms:
             try:

@@ -130,6 +130,8 @@ def resolve(request: TapRequest, hlo: Module, keep_fusions: bool = False) -> Tap
     explicit = {raw.strip().lstrip("%") for raw in request.names}
     for raw in request.names:
         name = raw.strip().lstrip("%")
+        if name.startswith(ITERATIONS):
+            continue  # a loop's count: made again below for every loop that carries taps
         if name not in where:
             hint = did_you_mean(name, where)
             if not hint:

@@ -479,7 +479,7 @@ def cmd_bisect(args) -> int:
     from converter.common.files import write_atomic
     from converter.hlo.parser import parse_hlo
     from converter.hlo.proto import read_hlo_text
-    from converter.tools.extract import tapped_program_loader
+    from converter.tools.extract_command import tapped_program_loader
 
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):

@@ -106,7 +106,7 @@ def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
 # command -> (its module, the function adding its parser, whether it takes the pipeline options).
 _DEFINED_BESIDE_THEIR_CODE = {
     "compare": ("converter.tools.compare", "add_compare_parser", True),
-    "extract": ("converter.tools.extract", "add_extract_parser", True),
+    "extract": ("converter.tools.extract_command", "add_extract_parser", True),
     "diff": ("converter.tools.diff", "add_diff_parser", False),
     "bisect": ("converter.tools.bisect", "add_bisect_parser", True),
     "view": ("converter.tools.graph", "add_view_parser", True),
@@ -457,7 +457,7 @@ def cmd_compare(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from converter.tools.extract import cmd_extract as run_extract
+    from converter.tools.extract_command import cmd_extract as run_extract
 
     return run_extract(args)
 

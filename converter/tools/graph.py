@@ -234,7 +234,7 @@ def cmd_view(args) -> int:
         overlay = on_graph(compare_overlay(compare_dumps(args.dump, args.compare, args.inputs, args.seed,
                                                          options=convert_options_from_args(args))), hlo)
     elif args.nonfinite:
-        from converter.tools.extract import tapped_program_loader
+        from converter.tools.extract_command import tapped_program_loader
 
         overlay = on_graph(nonfinite_overlay(args.dump, hlo, args.seed, args.inputs, tapped_program_loader(args)),
                            hlo)

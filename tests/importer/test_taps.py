@@ -295,3 +295,15 @@ def test_loops_of_unknown_trip_count_return_how_often_they_ran(n, tmp_path):
     assert taps["iterations:inner"] == max(n - 1, 0)
     expected = x * np.float32(2.0 ** (n * (n - 1) // 2)) if n > 1 else np.zeros(2, np.float32)
     np.testing.assert_array_equal(taps["tap:twice"], expected)
+
+
+def test_a_resolved_plan_resolves_again_with_its_loop_counts():
+    """bisect and view tap every instruction by the names a first plan gives, loop counts
+    (iterations:WHILE) included: resolving those names again is the same plan, not an
+    error about an instruction named iterations:outer."""
+    from converter.importer.taps import resolve
+
+    hlo = parse_hlo_file(os.path.join(CPU, "while_dynamic.hlo"))
+    plan = resolve(TapRequest(regex="."), hlo)
+    assert ITERATIONS + "while.0" in plan.names
+    assert resolve(TapRequest(names=plan.names), hlo).names == plan.names

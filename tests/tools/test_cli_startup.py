@@ -127,7 +127,7 @@ def test_commands_that_list_tables_fill_them_in_a_fresh_process(command, expecte
 def test_a_command_line_loads_only_its_own_commands_module():
     """The commands whose options live beside their code (compare, extract, diff, bisect,
     view) are imported to build the parser only when named, or for the help that lists them."""
-    own = {"compare": "converter.tools.compare", "extract": "converter.tools.extract", "diff": "converter.tools.diff",
+    own = {"compare": "converter.tools.compare", "extract": "converter.tools.extract_command", "diff": "converter.tools.diff",
            "bisect": "converter.tools.bisect", "view": "converter.tools.graph"}
     probe = r"""
 import contextlib, io, json, sys
