@@ -15,8 +15,12 @@ dump's structure is then XLA's of the converted cut; a jaxlib LAPACK FFI call st
 which XLA runs in a jaxlib process only); `--allow-custom-calls` writes them as they are.  The inputs
 go to OUT.inputs.npz keyed arg0..argN, one per parameter (a tuple-shaped operand is one
 parameter per array leaf, rebuilt with a tuple instruction); constants stay in the text.
-`--verify` runs the module with XLA itself and compares its result bit for bit with the
-tap of NAME in the full run (exit 3 when they differ).
+A cut holding a TPU op that changes element type in place (float_type_correction), which
+XLA's parser refuses as written, takes the converted route too; `as_converted` asks for it
+for any cut.  A cut inside a loop that ran too few iterations in this run (its taps hold
+the zero carry; taps.py's `iterations:WHILE`) or whose computations hold a collective of a
+multi-device module is refused.  `--verify` and its fallbacks (the cut as `run` computes
+it, one producer level up) are the command's: converter/tools/extract_command.py.
 """
 
 from __future__ import annotations
